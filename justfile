@@ -1,0 +1,50 @@
+# warren — one binary that turns a directory or a git repository into jailed
+# workspaces for AI agents. `just` lists the recipes.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+bin := "bin/warren"
+
+default:
+    @just --list
+
+# Install what the jails and tests need when it is missing (Debian; asks apt as root).
+deps:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if ! command -v bwrap >/dev/null; then
+      if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap;
+      else echo "bubblewrap is missing: run 'sudo apt-get install -y bubblewrap'" >&2; exit 1; fi
+    fi
+    if ! command -v git >/dev/null; then
+      if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq git;
+      else echo "git is missing: run 'sudo apt-get install -y git'" >&2; exit 1; fi
+    fi
+
+# Build the warren binary into bin/.
+build:
+    go build -trimpath -o {{bin}} ./cmd/warren
+
+# Serve the current directory over MCP on stdio with embedded defaults.
+serve *ARGS: deps build
+    ./{{bin}} serve {{ if ARGS == "" { "stdio --workspace ." } else { ARGS } }}
+
+# Run every test against real jails, SQLite and git.
+test: deps
+    go test -count=1 -timeout 20m ./...
+
+# Run the benchmarks (numbers go in issue notes).
+bench: deps
+    go test -run '^$' -bench . -benchtime 2000x ./sandbox/
+
+# gofmt and go vet must be clean.
+lint:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    out=$(gofmt -l $(git ls-files '*.go'))
+    if [ -n "$out" ]; then echo "gofmt would change:"; echo "$out"; exit 1; fi
+    go vet ./...
+
+# Check that this machine can run jails, and print the fix for what is missing.
+doctor: build
+    ./{{bin}} doctor
