@@ -1,0 +1,251 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupRoot is where cgroup hierarchies are mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// cgroup is one jail's control group: a directory per v1 controller (pids,
+// memory, cpu) or one v2 directory. The jail is started inside it, so every
+// process of the jail is counted and can be killed together.
+type cgroup struct {
+	v2   bool
+	dirs []string // created directories; dirs[0] lists the jail's processes
+	// home maps each v1 directory to the one the server thread came from,
+	// so the thread can return after starting the jail.
+	home map[string]string
+	fd   int // v2: open directory for CLONE_INTO_CGROUP
+}
+
+var cgroupSeq atomic.Int64
+
+// CgroupMode says how a host can bound jails: "v2", "v1" or "" for none.
+func CgroupMode() string {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		return "v2"
+	}
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "pids", "tasks")); err == nil {
+		return "v1"
+	}
+	return ""
+}
+
+// newCgroup creates a cgroup for one jail with the given limits. It fails
+// when the host does not let this process create cgroups; the caller falls
+// back to rlimits.
+func newCgroup(l Limits) (*cgroup, error) {
+	name := fmt.Sprintf("warren-%d-%d", os.Getpid(), cgroupSeq.Add(1))
+	own, err := ownCgroups()
+	if err != nil {
+		return nil, err
+	}
+	switch CgroupMode() {
+	case "v2":
+		return newCgroupV2(own[""], name, l)
+	case "v1":
+		return newCgroupV1(own, name, l)
+	}
+	return nil, errors.New("no cgroup hierarchy is mounted at " + cgroupRoot)
+}
+
+func newCgroupV1(own map[string]string, name string, l Limits) (*cgroup, error) {
+	cg := &cgroup{home: map[string]string{}, fd: -1}
+	settings := map[string][][2]string{
+		"pids":   nil,
+		"memory": nil,
+		"cpu":    nil,
+	}
+	if l.PIDs > 0 {
+		settings["pids"] = [][2]string{{"pids.max", strconv.FormatInt(l.PIDs, 10)}}
+	}
+	if l.MemoryBytes > 0 {
+		v := strconv.FormatInt(l.MemoryBytes, 10)
+		settings["memory"] = [][2]string{{"memory.limit_in_bytes", v}, {"memory.memsw.limit_in_bytes", v}}
+	}
+	if l.CPUs > 0 {
+		settings["cpu"] = [][2]string{{"cpu.cfs_period_us", "100000"},
+			{"cpu.cfs_quota_us", strconv.FormatInt(int64(l.CPUs*100000), 10)}}
+	}
+	for _, ctrl := range []string{"pids", "memory", "cpu"} {
+		mount := filepath.Join(cgroupRoot, ctrl)
+		parent := filepath.Join(mount, own[ctrl])
+		if _, err := os.Stat(parent); err != nil {
+			parent = mount // inside a cgroup namespace the mount is our root
+		}
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			cg.remove()
+			return nil, fmt.Errorf("create %s cgroup: %w", ctrl, err)
+		}
+		cg.dirs = append(cg.dirs, dir)
+		cg.home[dir] = parent
+		for _, kv := range settings[ctrl] {
+			err := os.WriteFile(filepath.Join(dir, kv[0]), []byte(kv[1]), 0)
+			if err != nil && kv[0] != "memory.memsw.limit_in_bytes" { // memsw exists only with swap accounting
+				cg.remove()
+				return nil, fmt.Errorf("set %s: %w", kv[0], err)
+			}
+		}
+	}
+	return cg, nil
+}
+
+func newCgroupV2(own, name string, l Limits) (*cgroup, error) {
+	parent := filepath.Join(cgroupRoot, own)
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	cg := &cgroup{v2: true, dirs: []string{dir}, fd: -1}
+	var settings [][2]string
+	if l.PIDs > 0 {
+		settings = append(settings, [2]string{"pids.max", strconv.FormatInt(l.PIDs, 10)})
+	}
+	if l.MemoryBytes > 0 {
+		settings = append(settings, [2]string{"memory.max", strconv.FormatInt(l.MemoryBytes, 10)},
+			[2]string{"memory.swap.max", "0"})
+	}
+	if l.CPUs > 0 {
+		settings = append(settings, [2]string{"cpu.max", fmt.Sprintf("%d 100000", int64(l.CPUs*100000))})
+	}
+	for _, kv := range settings {
+		err := os.WriteFile(filepath.Join(dir, kv[0]), []byte(kv[1]), 0)
+		if err != nil && kv[0] != "memory.swap.max" {
+			cg.remove()
+			return nil, fmt.Errorf("set %s (is the controller enabled in %s/cgroup.subtree_control?): %w", kv[0], parent, err)
+		}
+	}
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		cg.remove()
+		return nil, fmt.Errorf("open cgroup: %w", err)
+	}
+	cg.fd = fd
+	return cg, nil
+}
+
+// ownCgroups reads /proc/self/cgroup: controller → path ("" for v2).
+func ownCgroups() (map[string]string, error) {
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	own := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, ctrl := range strings.Split(parts[1], ",") {
+			own[ctrl] = parts[2]
+		}
+	}
+	return own, sc.Err()
+}
+
+// enterThread moves the calling OS thread into the cgroup (v1), so that the
+// jail forked from it starts inside. The caller has locked the thread.
+func (cg *cgroup) enterThread() error {
+	if cg.v2 {
+		return nil // v2 uses CLONE_INTO_CGROUP instead
+	}
+	tid := strconv.Itoa(unix.Gettid())
+	for _, dir := range cg.dirs {
+		if err := os.WriteFile(filepath.Join(dir, "tasks"), []byte(tid), 0); err != nil {
+			cg.leaveThread()
+			return fmt.Errorf("join cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// leaveThread moves the calling thread back where it came from.
+func (cg *cgroup) leaveThread() {
+	if cg.v2 {
+		return
+	}
+	tid := strconv.Itoa(unix.Gettid())
+	for _, dir := range cg.dirs {
+		_ = os.WriteFile(filepath.Join(cg.home[dir], "tasks"), []byte(tid), 0)
+	}
+}
+
+// pids lists the processes in the cgroup.
+func (cg *cgroup) pids() []int {
+	data, err := os.ReadFile(filepath.Join(cg.dirs[0], "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// killAll kills every process in the cgroup and waits briefly until it is
+// empty. v2 has cgroup.kill; v1 needs a loop, since a process may fork
+// while its siblings die.
+func (cg *cgroup) killAll() {
+	if cg.v2 {
+		if os.WriteFile(filepath.Join(cg.dirs[0], "cgroup.kill"), []byte("1"), 0) == nil {
+			cg.waitEmpty(time.Second)
+			return
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		pids := cg.pids()
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (cg *cgroup) waitEmpty(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for len(cg.pids()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// remove kills what is left and deletes the cgroup directories.
+func (cg *cgroup) remove() {
+	if len(cg.dirs) > 0 {
+		cg.killAll()
+	}
+	if cg.fd >= 0 {
+		unix.Close(cg.fd)
+		cg.fd = -1
+	}
+	for _, dir := range cg.dirs {
+		for i := 0; i < 50; i++ {
+			if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	cg.dirs = nil
+}

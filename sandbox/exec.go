@@ -1,0 +1,250 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// run is the bookkeeping of one command while it executes.
+type run struct {
+	nonce  string
+	out    [2]*capBuffer
+	scan   [2]*markerScanner
+	status []byte
+	rec    statusRecord
+	recOK  bool
+	done   chan struct{} // one token per finished stream: stdout, stderr, status
+}
+
+// script wraps a command in the protocol. `command eval` keeps the shell
+// alive on a syntax error (plain eval would exit dash); </dev/null keeps the
+// command off the control pipe; markers with the nonce frame its output;
+// only builtins run after it, so the trailer works with PATH unset or no
+// processes left.
+func script(command, nonce string) string {
+	n := nonce
+	return "printf 'W%sS' " + n + "; printf 'W%sS' " + n + " >&2; " +
+		"command eval " + shellQuote(command) + " </dev/null; " +
+		"__warren_status=$?; exec 1>&7 2>&8; " +
+		"printf 'W%sE' " + n + "; printf 'W%sE' " + n + " >&2; " +
+		"{ printf 'W%s %d\\n%s\\nW%sP\\n' " + n + " \"$__warren_status\" \"$PWD\" " + n + "; export -p; printf 'W%sX\\n' " + n + "; } >&9\n"
+}
+
+// Exec runs command in the shell and returns its result. It waits for the
+// shell's turn (or fails with ErrBusy under NoWait), starts the jail if
+// needed, and returns an error only when the command could not be run. A
+// timeout or a cancelled ctx kills the command, not the shell; a command
+// that kills the shell gets its result and a fresh shell with the saved
+// state.
+func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Result, error) {
+	if err := validateCommand(command); err != nil {
+		return Result{}, err
+	}
+	if err := s.acquire(ctx, opts.NoWait); err != nil {
+		return Result{}, err
+	}
+	defer s.release()
+	j, err := s.ensureJail()
+	if err != nil {
+		return Result{}, err
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	maxOut := opts.MaxOutput
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutput
+	}
+
+	r := &run{nonce: s.nextNonce(), done: make(chan struct{}, 3)}
+	for i := range r.scan {
+		stream := Stream(i + 1)
+		buf := newCapBuffer(maxOut)
+		r.out[i] = buf
+		emit := buf.Write
+		if cb := opts.OnOutput; cb != nil {
+			emit = func(p []byte) { buf.Write(p); cb(stream, p) }
+		}
+		r.scan[i] = &markerScanner{
+			start: []byte("W" + r.nonce + "S"),
+			end:   []byte("W" + r.nonce + "E"),
+			emit:  emit,
+		}
+		scan := r.scan[i]
+		j.pipes[i].setFeed(func(p []byte) {
+			if scan.phase != finished && scan.feed(p) {
+				r.done <- struct{}{}
+			}
+		})
+	}
+	j.pipes[2].setFeed(func(p []byte) {
+		if r.recOK {
+			return
+		}
+		r.status = append(r.status, p...)
+		if !bytes.HasSuffix(r.status, []byte("X\n")) {
+			return
+		}
+		if rec, ok, _ := parseStatus(r.status, r.nonce); ok {
+			r.rec, r.recOK = rec, true
+			r.done <- struct{}{}
+		}
+	})
+	defer func() {
+		for _, p := range j.pipes {
+			p.setFeed(nil)
+		}
+	}()
+
+	start := now()
+	tick := bootTick()
+	res := Result{}
+	if _, err := io.WriteString(j.stdin, script(command, r.nonce)); err != nil {
+		// The shell died between commands: start over once.
+		res.ShellRestarted = true
+	} else {
+		res = s.wait(ctx, j, r, tick, timeout)
+	}
+	res.Duration = now().Sub(start)
+	for i, buf := range r.out {
+		if i == 0 {
+			res.Stdout, res.StdoutBytes = buf.bytes(), buf.total
+		} else {
+			res.Stderr, res.StderrBytes = buf.bytes(), buf.total
+		}
+		res.Truncated = res.Truncated || buf.truncated()
+	}
+
+	j.pipes[2].mu.Lock()
+	rec, recOK := r.rec, r.recOK
+	j.pipes[2].mu.Unlock()
+	s.mu.Lock()
+	if recOK {
+		s.state = State{Cwd: rec.cwd, Env: rec.env}
+	}
+	res.Cwd = s.state.Cwd
+	if res.Cwd == "" {
+		res.Cwd = MountPoint
+	}
+	s.mu.Unlock()
+
+	if res.ShellRestarted {
+		j.kill()
+		if _, err := s.ensureJail(); err != nil {
+			res.ShellRestarted = false // the next Exec reports why
+		}
+	}
+	return res, nil
+}
+
+// wait collects the command's end: both end markers and the status record,
+// or the shell's death, a timeout or the caller's cancellation.
+func (s *Shell) wait(ctx context.Context, j *jail, r *run, tick uint64, timeout time.Duration) Result {
+	var res Result
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	pending := 3
+	for pending > 0 {
+		select {
+		case <-r.done:
+			pending--
+			continue
+		case <-j.exited:
+			return s.died(j, r, res)
+		case <-timer.C:
+			res.TimedOut = true
+		case <-ctx.Done():
+			res.Interrupted = true
+		}
+		break
+	}
+	if pending == 0 {
+		res.ExitCode = r.rec.exitCode
+		return res
+	}
+
+	// Timed out or interrupted: kill the command's processes and give the
+	// shell a moment to report. An interrupt is polite first (SIGINT, as
+	// Ctrl-C would be); a timeout is not.
+	shell := j.shell()
+	if res.Interrupted && shell > 0 && signalCommand(shell, tick, syscall.SIGINT) > 0 {
+		if s.drain(j, r, &pending, quiet) {
+			res.ExitCode = r.rec.exitCode
+			return res
+		}
+	}
+	if shell > 0 {
+		signalCommand(shell, tick, syscall.SIGKILL)
+	}
+	if s.drain(j, r, &pending, quiet) {
+		res.ExitCode = r.rec.exitCode
+		return res
+	}
+	// Nothing to kill, or the shell itself is looping or was replaced by
+	// exec: kill the whole jail and start a fresh shell.
+	if j.alive() {
+		j.kill()
+	}
+	res.ExitCode = 128 + int(syscall.SIGKILL)
+	res.ShellRestarted = true
+	j.waitEOF(quiet)
+	r.flush(j)
+	return res
+}
+
+// drain waits up to d for the remaining streams; false when they did not
+// all finish.
+func (s *Shell) drain(j *jail, r *run, pending *int, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for *pending > 0 {
+		select {
+		case <-r.done:
+			*pending--
+		case <-j.exited:
+			return false
+		case <-t.C:
+			return false
+		}
+	}
+	return true
+}
+
+// died finishes a command during which the shell exited (exit, kill -9 $$,
+// set -e, exec of a program that ended).
+func (s *Shell) died(j *jail, r *run, res Result) Result {
+	j.waitEOF(quiet)
+	r.flush(j)
+	res.ExitCode = j.exitCode
+	res.ShellRestarted = true
+	return res
+}
+
+// flush hands over output held back while looking for an end marker that
+// will never come.
+func (r *run) flush(j *jail) {
+	for i, sc := range r.scan {
+		j.pipes[i].mu.Lock()
+		sc.flush()
+		j.pipes[i].mu.Unlock()
+	}
+}
+
+// ChownTree gives uid:gid every file under dir, without following
+// symlinks. The server uses it, as root, to hand a workspace to the
+// unprivileged uid a jail runs as.
+func ChownTree(dir string, uid, gid int) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, gid)
+	})
+}

@@ -1,0 +1,254 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// jail is one running bwrap process with its shell. A Shell replaces its
+// jail when the shell dies or wedges.
+type jail struct {
+	cmd     *exec.Cmd
+	stdin   *os.File
+	initPID int // host pid of the jail's init (bwrap's pid 1)
+
+	shellOnce sync.Once
+	shellPID  int
+
+	pipes [3]*pipeReader // stdout, stderr, status
+
+	exited   chan struct{} // closed once bwrap has been reaped
+	exitCode int           // valid after exited is closed
+}
+
+// pipeReader drains one pipe of the shell for the jail's whole life and
+// hands each chunk to the running command, if any, so the shell never
+// blocks on a full pipe.
+type pipeReader struct {
+	f   *os.File
+	eof chan struct{}
+
+	mu   sync.Mutex // guards feed
+	feed func([]byte)
+}
+
+func (p *pipeReader) setFeed(f func([]byte)) {
+	p.mu.Lock()
+	p.feed = f
+	p.mu.Unlock()
+}
+
+func (p *pipeReader) loop() {
+	defer close(p.eof)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := p.f.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			if p.feed != nil {
+				p.feed(buf[:n])
+			}
+			p.mu.Unlock()
+		}
+		if err != nil {
+			p.f.Close()
+			return
+		}
+	}
+}
+
+// jailSpec is what startJail needs besides the profile.
+type jailSpec struct {
+	bwrap   string
+	profile Profile
+	cred    *syscall.Credential // nil: run as the server's own uid
+	cg      *cgroup             // nil: no cgroup
+	init    string              // shell script run before the first command
+}
+
+// startJail starts bwrap with /bin/sh inside. The shell reads commands on
+// stdin, writes the command's output on stdout/stderr (saved as fds 7 and
+// 8 for restoring), and status records on fd 9.
+func startJail(spec jailSpec) (*jail, error) {
+	var files []*os.File // child ends, closed once the child has them
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return
+	}
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	inR, inW, err1 := pipe()
+	outR, outW, err2 := pipe()
+	errR, errW, err3 := pipe()
+	infoR, infoW, err4 := pipe()
+	statR, statW, err5 := pipe()
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("start jail: pipes: %w", err)
+	}
+
+	cmd := exec.Command(spec.bwrap, BwrapArgs(spec.profile, 3, "/bin/sh")...)
+	// bwrap's own init keeps bwrap's environment, visible in the jail as
+	// /proc/1/environ: give it none of the server's.
+	cmd.Env = []string{}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.ExtraFiles = []*os.File{infoW, statW} // fds 3 and 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: spec.cred}
+	if spec.cg != nil && spec.cg.v2 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = spec.cg.fd
+	}
+
+	j := &jail{cmd: cmd, stdin: inW, exited: make(chan struct{})}
+	started := make(chan error, 1)
+	// Pdeathsig fires when the thread that forked the child exits, not the
+	// process (golang/go#27505): this goroutine locks its thread and lives
+	// as long as the jail.
+	go func() {
+		runtime.LockOSThread()
+		if spec.cg != nil {
+			if err := spec.cg.enterThread(); err != nil {
+				started <- err
+				return
+			}
+		}
+		err := cmd.Start()
+		if spec.cg != nil {
+			spec.cg.leaveThread()
+		}
+		started <- err
+		if err != nil {
+			return
+		}
+		_ = cmd.Wait()
+		j.exitCode = exitStatus(cmd.ProcessState)
+		close(j.exited)
+	}()
+	err := <-started
+	for _, f := range []*os.File{inR, outW, errW, infoW, statW} {
+		f.Close()
+	}
+	if err != nil {
+		for _, f := range []*os.File{inW, outR, errR, infoR, statR} {
+			f.Close()
+		}
+		return nil, fmt.Errorf("start jail: %w", err)
+	}
+
+	pid, infoErr := readInfo(infoR)
+	infoR.Close()
+	if infoErr != nil {
+		// bwrap failed before the jail existed; its stderr says why.
+		msg, _ := io.ReadAll(io.LimitReader(errR, 4096))
+		j.kill()
+		for _, f := range []*os.File{inW, outR, errR, statR} {
+			f.Close()
+		}
+		if m := strings.TrimSpace(string(msg)); m != "" {
+			return nil, fmt.Errorf("start jail: %s (run 'warren doctor')", m)
+		}
+		return nil, fmt.Errorf("start jail: %w (run 'warren doctor')", infoErr)
+	}
+	j.initPID = pid
+	for i, f := range []*os.File{outR, errR, statR} {
+		j.pipes[i] = &pipeReader{f: f, eof: make(chan struct{})}
+		go j.pipes[i].loop()
+	}
+	if _, err := io.WriteString(j.stdin, spec.init); err != nil {
+		j.kill()
+		return nil, fmt.Errorf("start jail: write init script: %w", err)
+	}
+	return j, nil
+}
+
+// readInfo reads bwrap's --info-fd document for the jail's pid.
+func readInfo(r *os.File) (int, error) {
+	_ = r.SetReadDeadline(time.Now().Add(15 * time.Second))
+	var info struct {
+		ChildPID int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(r).Decode(&info); err != nil {
+		return 0, fmt.Errorf("bwrap did not report the jail's pid: %w", err)
+	}
+	if info.ChildPID <= 0 {
+		return 0, errors.New("bwrap reported no jail pid")
+	}
+	return info.ChildPID, nil
+}
+
+// shell returns the host pid of the jailed /bin/sh (the only child of the
+// jail's init), or 0 when it is gone.
+func (j *jail) shell() int {
+	j.shellOnce.Do(func() {
+		for i := 0; i < 200; i++ {
+			if c := children(j.initPID); len(c) > 0 {
+				j.shellPID = c[0]
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	return j.shellPID
+}
+
+// alive reports whether bwrap is still running.
+func (j *jail) alive() bool {
+	select {
+	case <-j.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill ends the whole jail and reaps it. Killing the pid namespace's init
+// kills every process inside, background jobs included.
+func (j *jail) kill() {
+	if j.initPID > 0 {
+		_ = syscall.Kill(j.initPID, syscall.SIGKILL)
+	}
+	if j.cmd.Process != nil {
+		_ = j.cmd.Process.Kill()
+	}
+	<-j.exited
+	j.stdin.Close()
+}
+
+// waitEOF waits until stdout and stderr are drained to their end, at most d.
+func (j *jail) waitEOF(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, p := range j.pipes[:2] {
+		select {
+		case <-p.eof:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// exitStatus turns a process state into a shell-style exit code.
+func exitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}

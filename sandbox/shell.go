@@ -1,0 +1,329 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Shell is a persistent /bin/sh in a bubblewrap jail. It starts on the
+// first Exec, runs one command at a time (concurrent callers queue), keeps
+// cd and export effects between commands, and restarts itself with the
+// saved state when the shell dies. The zero value is not usable: call
+// NewShell.
+type Shell struct {
+	profile Profile
+	bwrap   string
+	cred    *syscall.Credential
+	owner   [2]int // host uid/gid that owns the jail's files
+
+	turn chan struct{} // a token: whoever holds it may run a command
+
+	// mu protects the fields below.
+	mu       sync.Mutex
+	jail     *jail
+	cg       *cgroup
+	cgErr    error // why the jail has no cgroup, once tried
+	state    State
+	closed   bool
+	nonceSeq uint64
+	prefix   string // random per shell, so nonces cannot be guessed
+}
+
+// Options tune NewShell.
+type Options struct {
+	// State restores a saved working directory and exports on first start.
+	State *State
+	// Bwrap is the bubblewrap binary; empty means "bwrap" on PATH.
+	Bwrap string
+	// NoCgroup skips the per-jail cgroup even when the host offers one.
+	NoCgroup bool
+}
+
+// NewShell checks the profile and the workspace and returns a Shell that
+// will start its jail on the first Exec. No process starts here.
+func NewShell(p Profile, opts Options) (*Shell, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(p.Workspace)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("workspace %s does not exist: create it or pass another directory", p.Workspace)
+		}
+		return nil, fmt.Errorf("workspace %s: %w", p.Workspace, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("workspace %s is a file, not a directory", p.Workspace)
+	}
+	bwrap := opts.Bwrap
+	if bwrap == "" {
+		bwrap = "bwrap"
+	}
+	path, err := exec.LookPath(bwrap)
+	if err != nil {
+		return nil, fmt.Errorf("bubblewrap (%s) is not installed: run 'apt-get install bubblewrap', then 'warren doctor'", bwrap)
+	}
+	s := &Shell{profile: p, bwrap: path, turn: make(chan struct{}, 1)}
+	s.turn <- struct{}{}
+	s.owner = [2]int{os.Getuid(), os.Getgid()}
+	if os.Geteuid() == 0 {
+		// Root in the jail's user namespace is still host root to the
+		// kernel for files it can reach: run the jail as an unprivileged uid.
+		uid, gid := p.HostUID, p.HostGID
+		if uid < 0 || gid < 0 {
+			st := fi.Sys().(*syscall.Stat_t)
+			uid, gid = int(st.Uid), int(st.Gid)
+			if uid == 0 {
+				uid, gid = 65534, 65534
+			}
+		}
+		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+		s.owner = [2]int{uid, gid}
+	}
+	if opts.State != nil {
+		s.state = cloneState(*opts.State)
+	}
+	if opts.NoCgroup {
+		s.cgErr = fmt.Errorf("cgroups disabled by option")
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	s.prefix = hex.EncodeToString(b[:])
+	return s, nil
+}
+
+// Owner returns the host uid and gid the jail runs as. Files created for
+// the jail from outside (the file tools) should belong to them.
+func (s *Shell) Owner() (uid, gid int) { return s.owner[0], s.owner[1] }
+
+// State returns the saved working directory and exports.
+func (s *Shell) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := cloneState(s.state)
+	if st.Cwd == "" {
+		st.Cwd = MountPoint
+	}
+	return st
+}
+
+// Running reports whether the jail's process is alive.
+func (s *Shell) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jail != nil && s.jail.alive()
+}
+
+// Busy reports whether a command is running.
+func (s *Shell) Busy() bool { return len(s.turn) == 0 }
+
+// CgroupError says why this shell's jail runs without a cgroup (nil when
+// it has one, or before the first start).
+func (s *Shell) CgroupError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cg != nil {
+		return nil
+	}
+	return s.cgErr
+}
+
+// Close kills the jail and everything in it and removes its cgroup. A
+// running command ends as interrupted. Close is idempotent.
+func (s *Shell) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	j, cg := s.jail, s.cg
+	s.jail, s.cg = nil, nil
+	s.mu.Unlock()
+	if j != nil {
+		j.kill()
+	}
+	if cg != nil {
+		cg.remove()
+	}
+	return nil
+}
+
+// Stop kills the jail but keeps the Shell usable: the next Exec starts a
+// fresh jail with the saved state. Used to stop idle shells.
+func (s *Shell) Stop() {
+	select {
+	case <-s.turn:
+	default:
+		return // busy: not idle
+	}
+	defer func() { s.turn <- struct{}{} }()
+	s.mu.Lock()
+	j := s.jail
+	s.jail = nil
+	s.mu.Unlock()
+	if j != nil {
+		j.kill()
+	}
+}
+
+// ensureJail returns the running jail, starting one with the saved state if
+// there is none. Called with the turn held.
+func (s *Shell) ensureJail() (*jail, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.jail != nil && s.jail.alive() {
+		return s.jail, nil
+	}
+	if s.jail != nil {
+		s.jail.kill() // reap and close what is left
+		s.jail = nil
+	}
+	if s.cg == nil && s.cgErr == nil {
+		s.cg, s.cgErr = newCgroup(s.profile.Limits)
+	}
+	if s.cg != nil {
+		s.cg.killAll() // leftovers of an earlier jail
+	}
+	if err := prepareWorkspace(s.profile.Workspace, s.cred); err != nil {
+		return nil, err
+	}
+	j, err := startJail(jailSpec{
+		bwrap:   s.bwrap,
+		profile: s.profile,
+		cred:    s.cred,
+		cg:      s.cg,
+		init:    s.initScript(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.jail = j
+	return j, nil
+}
+
+// initScript sets the shell up: descriptors for the protocol, limits that
+// hold without a cgroup, the profile's environment, then the saved state.
+func (s *Shell) initScript() string {
+	var b strings.Builder
+	// fd 9: status records; fds 7 and 8: the real stdout and stderr, to
+	// restore after a command that redirected or closed its own.
+	b.WriteString("exec 9>&4 4>&- 7>&1 8>&2\n")
+	l := s.profile.Limits
+	if l.FileSizeBytes > 0 {
+		blocks := (l.FileSizeBytes + 511) / 512 // dash counts 512-byte blocks
+		b.WriteString("ulimit -H -S -f " + strconv.FormatInt(blocks, 10) + " 2>/dev/null\n")
+	}
+	if l.OpenFiles > 0 {
+		b.WriteString("ulimit -H -S -n " + strconv.FormatUint(l.OpenFiles, 10) + " 2>/dev/null\n")
+	}
+	if l.Processes > 0 && s.owner[0] != 0 {
+		b.WriteString("ulimit -H -S -u " + strconv.FormatUint(l.Processes, 10) + " 2>/dev/null\n")
+	}
+	b.WriteString("umask 022\n")
+	b.WriteString(envScript(s.profile.Env))
+	b.WriteString(restoreScript(s.state))
+	return b.String()
+}
+
+// prepareWorkspace gives the jail's uid the workspace when the server runs
+// as root and the workspace still belongs to root.
+func prepareWorkspace(dir string, cred *syscall.Credential) error {
+	if cred == nil {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid == cred.Uid {
+		return nil
+	}
+	if systemDir(dir) {
+		return fmt.Errorf("workspace %s is a system directory owned by root: the jail runs as uid %d "+
+			"and warren will not hand it over; use a directory of your own", dir, cred.Uid)
+	}
+	return ChownTree(dir, int(cred.Uid), int(cred.Gid))
+}
+
+// systemDir reports whether dir is one the server must never chown: the
+// root, a top-level directory, or anything under the system trees.
+func systemDir(dir string) bool {
+	dir = filepath.Clean(dir)
+	if strings.Count(dir, "/") <= 1 {
+		return true
+	}
+	for _, p := range []string{"/usr/", "/etc/", "/proc/", "/sys/", "/dev/", "/boot/", "/bin/", "/sbin/", "/lib"} {
+		if strings.HasPrefix(dir+"/", p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Shell) nextNonce() string {
+	s.mu.Lock()
+	s.nonceSeq++
+	n := s.nonceSeq
+	s.mu.Unlock()
+	return s.prefix + strconv.FormatUint(n, 36)
+}
+
+func cloneState(st State) State {
+	env := make(map[string]string, len(st.Env))
+	for k, v := range st.Env {
+		env[k] = v
+	}
+	return State{Cwd: st.Cwd, Env: env}
+}
+
+// validateCommand rejects what no shell can run.
+func validateCommand(command string) error {
+	if strings.IndexByte(command, 0) >= 0 {
+		return ErrNULInCommand
+	}
+	if strings.TrimSpace(command) == "" {
+		return ErrEmptyCommand
+	}
+	return nil
+}
+
+// acquire waits for the shell's turn, or fails at once with NoWait.
+func (s *Shell) acquire(ctx context.Context, noWait bool) error {
+	if noWait {
+		select {
+		case <-s.turn:
+			return nil
+		default:
+			return ErrBusy
+		}
+	}
+	select {
+	case <-s.turn:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Shell) release() { s.turn <- struct{}{} }
+
+// quiet is how long a timed-out or interrupted command gets to end after its
+// processes were signalled, before the whole jail is killed.
+const quiet = 500 * time.Millisecond
+
+// now is the clock; tests may replace it.
+var now = time.Now
