@@ -189,7 +189,7 @@ func envScript(env map[string]string) string {
 }
 
 // shellQuote quotes s for a POSIX shell: single quotes, with each ' written
-// as '\''.
+// as '\”.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
