@@ -1,0 +1,210 @@
+package metering
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kinds of record.
+const (
+	// KindModel is token usage reported by a model call (the built-in agent or usage_record).
+	KindModel = "model"
+	// KindToolOutput is the server's own record of the bytes of a tool result it sent, so that
+	// usage exists even for clients that never report tokens.
+	KindToolOutput = "tool_output"
+)
+
+// Well-known clients. Any other value is an MCP client's name as it introduced itself.
+const (
+	ClientCLI = "cli"
+	ClientWeb = "web"
+)
+
+// Record is one usage event.
+type Record struct {
+	// Time is when the usage happened; zero means now.
+	Time time.Time `json:"time"`
+	// User owns the usage; required.
+	User    string `json:"user"`
+	Session string `json:"session,omitempty"`
+	// Task is the task the session held a claim on, if any.
+	Task string `json:"task,omitempty"`
+	// Client is "cli", "web", or the MCP client's name.
+	Client string `json:"client,omitempty"`
+	Model  string `json:"model,omitempty"`
+	// Kind is KindModel (the default) or KindToolOutput.
+	Kind string `json:"kind,omitempty"`
+	// Tool is the tool whose result a KindToolOutput record measures.
+	Tool string `json:"tool,omitempty"`
+	// InputTokens are uncached input tokens. OpenAI-style usage counts cached tokens inside
+	// prompt_tokens: subtract them before recording, or they are billed twice.
+	InputTokens  int64 `json:"input_tokens,omitempty"`
+	OutputTokens int64 `json:"output_tokens,omitempty"`
+	CachedTokens int64 `json:"cached_tokens,omitempty"`
+	// Bytes is the size of a tool result (KindToolOutput only).
+	Bytes int64 `json:"bytes,omitempty"`
+}
+
+// row is a validated, priced record ready to insert.
+type row struct {
+	ts, day                   int64
+	user, session, task       string
+	client, model, kind, tool string
+	input, output, cached     int64
+	toolBytes, toolTokens     int64
+	costMicros, unpriced      int64
+}
+
+// EstimateTokens estimates the tokens a text of n bytes costs a model: about four bytes a token
+// for English and code, rounded up.
+func EstimateTokens(bytes int64) int64 {
+	if bytes <= 0 {
+		return 0
+	}
+	return (bytes + 3) / 4
+}
+
+func (m *Meter) prepare(r Record) (row, error) {
+	if strings.TrimSpace(r.User) == "" {
+		return row{}, invalidf("record: user is required")
+	}
+	if r.InputTokens < 0 || r.OutputTokens < 0 || r.CachedTokens < 0 || r.Bytes < 0 {
+		return row{}, invalidf("record: token and byte counts must not be negative")
+	}
+	t := r.Time
+	if t.IsZero() {
+		t = m.now()
+	}
+	w := row{
+		ts: t.UnixMilli(), user: r.User, session: r.Session, task: r.Task,
+		client: r.Client, model: r.Model, kind: r.Kind, tool: r.Tool,
+	}
+	w.day = dayOf(w.ts)
+	switch w.kind {
+	case "", KindModel:
+		w.kind = KindModel
+		if r.Bytes != 0 {
+			return row{}, invalidf("record: bytes are only recorded for %s records", KindToolOutput)
+		}
+		w.input, w.output, w.cached = r.InputTokens, r.OutputTokens, r.CachedTokens
+		if p, ok := m.prices.lookup(r.Model); ok {
+			w.costMicros = p.cost(w.input, w.output, w.cached)
+		} else {
+			w.unpriced = 1
+		}
+	case KindToolOutput:
+		// Tool output is not priced: the client's model pays for it as input tokens, which the
+		// client may also report; pricing it here would count it twice.
+		if r.InputTokens != 0 || r.OutputTokens != 0 || r.CachedTokens != 0 {
+			return row{}, invalidf("record: %s records carry bytes, not tokens", KindToolOutput)
+		}
+		w.toolBytes, w.toolTokens = r.Bytes, EstimateTokens(r.Bytes)
+	default:
+		return row{}, invalidf("record: unknown kind %q", r.Kind)
+	}
+	return w, nil
+}
+
+// Record stores one usage record and returns the alerts it fired (also passed to OnAlert).
+func (m *Meter) Record(ctx context.Context, r Record) ([]Alert, error) {
+	return m.RecordBatch(ctx, []Record{r})
+}
+
+// RecordToolOutput records the size of a tool result the server sent. task and client may be
+// empty.
+func (m *Meter) RecordToolOutput(ctx context.Context, user, session, task, client, tool string, bytes int) ([]Alert, error) {
+	return m.Record(ctx, Record{
+		User: user, Session: session, Task: task, Client: client,
+		Kind: KindToolOutput, Tool: tool, Bytes: int64(bytes),
+	})
+}
+
+// RecordBatch stores records in one transaction: all or none. It is the fast path for imports
+// and benchmarks; thresholds are checked once per touched user, session and day.
+func (m *Meter) RecordBatch(ctx context.Context, records []Record) ([]Alert, error) {
+	if len(records) == 0 {
+		return nil, nil
+	}
+	rows := make([]row, len(records))
+	for i, r := range records {
+		w, err := m.prepare(r)
+		if err != nil {
+			return nil, err
+		}
+		rows[i] = w
+	}
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin record: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	if err := insertRows(ctx, tx, rows); err != nil {
+		return nil, err
+	}
+	fired, err := m.checkAfterInsert(ctx, tx, rows)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit record: %w", err)
+	}
+	m.notify(fired)
+	return fired, nil
+}
+
+const insertRecordSQL = `INSERT INTO usage_records (ts, day, user, session, task, client, model,
+	kind, tool, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
+	unpriced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+const upsertDailySQL = `INSERT INTO usage_daily (user, day, session, task, client, model, kind,
+	records, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
+	unpriced) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT DO UPDATE SET
+		records = records + 1,
+		input_tokens = input_tokens + excluded.input_tokens,
+		output_tokens = output_tokens + excluded.output_tokens,
+		cached_tokens = cached_tokens + excluded.cached_tokens,
+		tool_bytes = tool_bytes + excluded.tool_bytes,
+		tool_tokens = tool_tokens + excluded.tool_tokens,
+		cost_micros = cost_micros + excluded.cost_micros,
+		unpriced = unpriced + excluded.unpriced`
+
+// insertRows writes each row and folds it into the daily rollup in the same transaction, so the
+// rollup can never disagree with the records.
+func insertRows(ctx context.Context, tx *sql.Tx, rows []row) error {
+	ins, err := tx.PrepareContext(ctx, insertRecordSQL)
+	if err != nil {
+		return fmt.Errorf("prepare insert record: %w", err)
+	}
+	defer ins.Close()
+	up, err := tx.PrepareContext(ctx, upsertDailySQL)
+	if err != nil {
+		return fmt.Errorf("prepare upsert daily: %w", err)
+	}
+	defer up.Close()
+	for _, w := range rows {
+		if _, err := ins.ExecContext(ctx, w.ts, w.day, w.user, w.session, w.task, w.client,
+			w.model, w.kind, w.tool, w.input, w.output, w.cached, w.toolBytes, w.toolTokens,
+			w.costMicros, w.unpriced); err != nil {
+			return fmt.Errorf("insert record: %w", err)
+		}
+		if _, err := up.ExecContext(ctx, w.user, w.day, w.session, w.task, w.client, w.model,
+			w.kind, w.input, w.output, w.cached, w.toolBytes, w.toolTokens, w.costMicros,
+			w.unpriced); err != nil {
+			return fmt.Errorf("update daily rollup: %w", err)
+		}
+	}
+	return nil
+}
+
+func (m *Meter) notify(alerts []Alert) {
+	if m.onAlert == nil {
+		return
+	}
+	for _, a := range alerts {
+		m.onAlert(a)
+	}
+}
