@@ -104,13 +104,16 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 	}()
 
 	start := now()
-	tick := bootTick()
 	res := Result{}
 	if _, err := io.WriteString(j.stdin, script(command, r.nonce)); err != nil {
 		// The shell died between commands: start over once.
 		res.ShellRestarted = true
 	} else {
-		res = s.wait(ctx, j, r, tick, timeout)
+		res = s.wait(ctx, j, r, timeout)
+		// Children alive now are background jobs: a later timeout spares them.
+		if !res.ShellRestarted {
+			j.background = shellChildren(j.shell())
+		}
 	}
 	res.Duration = now().Sub(start)
 	for i, buf := range r.out {
@@ -146,7 +149,7 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 
 // wait collects the command's end: both end markers and the status record,
 // or the shell's death, a timeout or the caller's cancellation.
-func (s *Shell) wait(ctx context.Context, j *jail, r *run, tick uint64, timeout time.Duration) Result {
+func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration) Result {
 	var res Result
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -174,14 +177,14 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, tick uint64, timeout 
 	// shell a moment to report. An interrupt is polite first (SIGINT, as
 	// Ctrl-C would be); a timeout is not.
 	shell := j.shell()
-	if res.Interrupted && shell > 0 && signalCommand(shell, tick, syscall.SIGINT) > 0 {
+	if res.Interrupted && shell > 0 && signalCommand(shell, j.background, syscall.SIGINT) > 0 {
 		if s.drain(j, r, &pending, quiet) {
 			res.ExitCode = r.rec.exitCode
 			return res
 		}
 	}
 	if shell > 0 {
-		signalCommand(shell, tick, syscall.SIGKILL)
+		signalCommand(shell, j.background, syscall.SIGKILL)
 	}
 	if s.drain(j, r, &pending, quiet) {
 		res.ExitCode = r.rec.exitCode

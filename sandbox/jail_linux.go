@@ -24,6 +24,10 @@ type jail struct {
 	shellOnce sync.Once
 	shellPID  int
 
+	// background holds the shell's children alive when the last command
+	// ended; only Exec, holding the shell's turn, touches it.
+	background []int
+
 	pipes [3]*pipeReader // stdout, stderr, status
 
 	exited   chan struct{} // closed once bwrap has been reaped

@@ -2,11 +2,10 @@ package sandbox
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // children lists the direct children of pid, over all its threads.
@@ -44,49 +43,31 @@ func descendants(pid int) []int {
 	return out
 }
 
-// startTick returns when pid started, in clock ticks since boot (field 22
-// of /proc/pid/stat).
-func startTick(pid int) (uint64, bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
+// shellChildren lists the shell's direct children. The shell is single
+// threaded, so one file holds them all.
+func shellChildren(shellPID int) []int {
+	p := strconv.Itoa(shellPID)
+	data, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
+	if err != nil || len(data) == 0 {
+		return nil
 	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')') // comm may hold spaces and parentheses
-	if i < 0 {
-		return 0, false
+	var out []int
+	for _, f := range strings.Fields(string(data)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			out = append(out, c)
+		}
 	}
-	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state); starttime is field 22.
-	if len(fields) < 20 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(fields[19], 10, 64)
-	return v, err == nil
+	return out
 }
 
-// userHZ is the kernel's clock tick for /proc times; 100 on every Linux
-// architecture Go supports.
-const userHZ = 100
-
-// bootTick returns the current time in clock ticks since boot, comparable
-// with startTick.
-func bootTick() uint64 {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
-		return 0
-	}
-	return uint64(ts.Sec)*userHZ + uint64(ts.Nsec)/(1e9/userHZ)
-}
-
-// signalCommand sends sig to the shell's children that started at or after
-// tick, and to everything below them: the running command and whatever it
-// spawned. Background jobs from earlier commands are left alone. It returns
-// how many processes were signalled.
-func signalCommand(shellPID int, tick uint64, sig syscall.Signal) int {
+// signalCommand sends sig to the shell's children that are not background
+// jobs of earlier commands (those alive when the previous command ended),
+// and to everything below them: the running command and whatever it
+// spawned. It returns how many processes were signalled.
+func signalCommand(shellPID int, background []int, sig syscall.Signal) int {
 	n := 0
-	for _, child := range children(shellPID) {
-		if st, ok := startTick(child); !ok || st < tick {
+	for _, child := range shellChildren(shellPID) {
+		if slices.Contains(background, child) {
 			continue
 		}
 		for _, pid := range append([]int{child}, descendants(child)...) {

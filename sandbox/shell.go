@@ -249,6 +249,9 @@ func prepareWorkspace(dir string, cred *syscall.Credential) error {
 	if err != nil {
 		return fmt.Errorf("workspace %s: %w", dir, err)
 	}
+	if err := checkTraversable(dir, cred); err != nil {
+		return err
+	}
 	if st := fi.Sys().(*syscall.Stat_t); st.Uid == cred.Uid {
 		return nil
 	}
@@ -257,6 +260,28 @@ func prepareWorkspace(dir string, cred *syscall.Credential) error {
 			"and warren will not hand it over; use a directory of your own", dir, cred.Uid)
 	}
 	return ChownTree(dir, int(cred.Uid), int(cred.Gid))
+}
+
+// checkTraversable makes sure the jail's uid can reach dir: bwrap resolves
+// the bind source as that uid, so every ancestor must let it search.
+func checkTraversable(dir string, cred *syscall.Credential) error {
+	for p := filepath.Dir(filepath.Clean(dir)); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("workspace %s: %w", dir, err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		mode := fi.Mode().Perm()
+		ok := mode&0o001 != 0 || st.Uid == cred.Uid && mode&0o100 != 0 || st.Gid == cred.Gid && mode&0o010 != 0
+		if !ok {
+			return fmt.Errorf("workspace %s: the jail runs as uid %d and cannot reach it, because %s is mode %04o; "+
+				"put the workspace (or --data-dir) under a directory others can search, e.g. /var/lib/warren, "+
+				"or run 'chmod o+x %s', or run warren as a regular user", dir, cred.Uid, p, mode, p)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
 }
 
 // systemDir reports whether dir is one the server must never chown: the
