@@ -1,0 +1,94 @@
+// Package mcp serves warren's workspace sessions as MCP tools over stdio and
+// streamable HTTP, on github.com/mark3labs/mcp-go. Each tool has one
+// constructor that returns its definition and handler together; toolsets
+// are plain metadata filtered at start-up.
+package mcp
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/warrenhq/warren/sessions"
+)
+
+// Tool is one MCP tool: its definition, its handler and the toolset it
+// belongs to.
+type Tool struct {
+	Toolset string
+	Tool    mcp.Tool
+	Handler server.ToolHandlerFunc
+}
+
+// Toolsets known to this build, in the order the docs list them.
+var Toolsets = []string{"shell", "files"}
+
+// deps are what the tool handlers need. They arrive through the tool
+// constructors, never through the context; only the calling user (a
+// property of the request) travels in the context.
+type deps struct {
+	sessions *sessions.Manager
+	jobs     *jobs
+	notes    *notifier
+	log      zerolog.Logger
+}
+
+// Registry returns every tool of this build, with handlers bound to nothing:
+// for docs and schema snapshots. Calling a handler of it panics.
+func Registry() []Tool { return allTools(&deps{}) }
+
+func allTools(d *deps) []Tool {
+	return []Tool{
+		shellExec(d), shellWait(d), shellKill(d),
+		readFile(d), writeFile(d), editFile(d),
+	}
+}
+
+// selectTools keeps the tools of the named toolsets; none named means all.
+func selectTools(all []Tool, names []string) ([]Tool, error) {
+	if len(names) == 0 {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if n == "all" {
+			return all, nil
+		}
+		if !slices.Contains(Toolsets, n) {
+			return nil, fmt.Errorf("unknown toolset %q: choose from %s", n, strings.Join(Toolsets, ", "))
+		}
+		want[n] = true
+	}
+	var out []Tool
+	for _, t := range all {
+		if want[t.Toolset] {
+			out = append(out, t)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Tool.Name < out[j].Tool.Name })
+	return out, nil
+}
+
+// annotations sets all four hints explicitly: mcp-go defaults
+// destructiveHint and openWorldHint to true, which would misdescribe
+// read-only tools.
+func annotations(title string, readOnly, destructive, idempotent, openWorld bool) mcp.ToolOption {
+	return func(t *mcp.Tool) {
+		t.Annotations = mcp.ToolAnnotation{
+			Title:           title,
+			ReadOnlyHint:    mcp.ToBoolPtr(readOnly),
+			DestructiveHint: mcp.ToBoolPtr(destructive),
+			IdempotentHint:  mcp.ToBoolPtr(idempotent),
+			OpenWorldHint:   mcp.ToBoolPtr(openWorld),
+		}
+	}
+}

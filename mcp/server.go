@@ -1,0 +1,84 @@
+package mcp
+
+import (
+	"context"
+	"io"
+	"log"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/warrenhq/warren/sessions"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Sessions resolves (user, session id) to a workspace and its shell.
+	Sessions *sessions.Manager
+	// Toolsets names the toolsets to serve; empty means all.
+	Toolsets []string
+	// Log receives the server's logs (stderr: stdout belongs to JSON-RPC).
+	Log zerolog.Logger
+	// Version is reported to clients.
+	Version string
+}
+
+// Server is warren's MCP server, ready to be served over one transport.
+type Server struct {
+	mcp   *server.MCPServer
+	deps  *deps
+	tools []Tool
+}
+
+// New builds the server with the selected toolsets.
+func New(opts Options) (*Server, error) {
+	d := &deps{sessions: opts.Sessions, jobs: newJobs(), notes: newNotifier(), log: opts.Log}
+	tools, err := selectTools(allTools(d), opts.Toolsets)
+	if err != nil {
+		return nil, err
+	}
+	version := opts.Version
+	if version == "" {
+		version = "dev"
+	}
+	s := server.NewMCPServer("warren", version,
+		server.WithToolCapabilities(false),
+		server.WithInputSchemaValidation(),
+		server.WithRecovery(),
+		server.WithInstructions("warren gives you a persistent, jailed /bin/sh and file tools in a workspace "+
+			"mounted at /workspace. Omit session_id to use your default session."),
+	)
+	for _, t := range tools {
+		s.AddTool(t.Tool, t.Handler)
+	}
+	d.notes.srv = s
+	return &Server{mcp: s, deps: d, tools: tools}, nil
+}
+
+// Tools returns the tools this server serves.
+func (s *Server) Tools() []Tool { return s.tools }
+
+// MCPServer exposes the underlying mcp-go server (in-process clients).
+func (s *Server) MCPServer() *server.MCPServer { return s.mcp }
+
+// ServeStdio serves one client on in/out as user until in closes or ctx
+// ends. Nothing but JSON-RPC is written to out.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, user string) error {
+	s.deps.notes.track = true
+	std := server.NewStdioServer(s.mcp)
+	std.SetErrorLogger(log.New(logWriter{s.deps.log}, "", 0))
+	std.SetContextFunc(func(ctx context.Context) context.Context { return WithUser(ctx, user) })
+	return std.Listen(ctx, in, &countingWriter{w: out, n: s.deps.notes})
+}
+
+// Close interrupts running commands. The caller closes the session manager.
+func (s *Server) Close() { s.deps.jobs.stopAll() }
+
+// logWriter adapts zerolog for mcp-go's *log.Logger.
+type logWriter struct{ l zerolog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.l.Warn().Str("from", "mcp-go").Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

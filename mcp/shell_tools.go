@@ -1,0 +1,258 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/warrenhq/warren/sandbox"
+)
+
+// ShellExecInput is the input of shell_exec.
+type ShellExecInput struct {
+	SessionID string `json:"session_id,omitempty" jsonschema:"the session to run in; omitted: your default session"`
+	Command   string `json:"command" jsonschema:"a /bin/sh command line; cd and export persist between calls"`
+	TimeoutMS int    `json:"timeout_ms,omitempty" jsonschema:"kill the command after this many milliseconds (default 120000, max 3600000)"`
+	YieldMS   int    `json:"yield_ms,omitempty" jsonschema:"return after this many milliseconds if the command still runs, with running true and a job_id for shell_wait; omitted: wait until it ends"`
+}
+
+// ShellResult is the output of shell_exec, shell_wait and shell_kill.
+type ShellResult struct {
+	SessionID      string `json:"session_id" jsonschema:"the session the command runs in"`
+	ExitCode       int    `json:"exit_code" jsonschema:"the command's exit status (128+signal when killed); meaningful when running is false"`
+	Stdout         string `json:"stdout" jsonschema:"standard output (new output only after a yield); invalid UTF-8 replaced"`
+	Stderr         string `json:"stderr" jsonschema:"standard error (new output only after a yield)"`
+	Cwd            string `json:"cwd" jsonschema:"the shell's working directory after the command"`
+	DurationMS     int64  `json:"duration_ms" jsonschema:"wall-clock time of the command so far"`
+	Truncated      bool   `json:"truncated" jsonschema:"output exceeded the cap: head and tail kept"`
+	TimedOut       bool   `json:"timed_out" jsonschema:"the command was killed at its timeout"`
+	Interrupted    bool   `json:"interrupted" jsonschema:"the command was interrupted by shell_kill or cancellation"`
+	ShellRestarted bool   `json:"shell_restarted" jsonschema:"the shell died and a fresh one started with the same cwd and exports"`
+	Running        bool   `json:"running" jsonschema:"the command still runs: call shell_wait with job_id"`
+	JobID          string `json:"job_id,omitempty" jsonschema:"the running command, for shell_wait and shell_kill"`
+}
+
+// ShellWaitInput is the input of shell_wait.
+type ShellWaitInput struct {
+	JobID   string `json:"job_id" jsonschema:"the job_id a running shell_exec returned"`
+	YieldMS int    `json:"yield_ms,omitempty" jsonschema:"return after this many milliseconds if it still runs; omitted: wait until it ends"`
+}
+
+// ShellKillInput is the input of shell_kill.
+type ShellKillInput struct {
+	SessionID string `json:"session_id,omitempty" jsonschema:"the session whose running command to stop; omitted: your default session"`
+	JobID     string `json:"job_id,omitempty" jsonschema:"the command to stop; omitted: whatever runs in the session"`
+}
+
+const maxTimeout = time.Hour
+
+func shellExec(d *deps) Tool {
+	t := mcp.NewTool("shell_exec",
+		mcp.WithDescription("Run a command in the session's persistent, jailed /bin/sh (the workspace is /workspace; "+
+			"no network). cd and export persist between calls and across server restarts. A failing or timed-out "+
+			"command is a normal result with its exit code. Output streams as progress notifications when the "+
+			"request carries a progressToken."),
+		mcp.WithInputSchema[ShellExecInput](),
+		mcp.WithOutputSchema[ShellResult](),
+		annotations("Run a shell command", false, true, false, false),
+	)
+	h := typedHandler(func(ctx context.Context, req mcp.CallToolRequest, in ShellExecInput) (result[ShellResult], error) {
+		user, err := callerOf(ctx)
+		if err != nil {
+			return result[ShellResult]{}, err
+		}
+		if strings.TrimSpace(in.Command) == "" {
+			return result[ShellResult]{}, sandbox.ErrEmptyCommand
+		}
+		if in.TimeoutMS < 0 || in.YieldMS < 0 {
+			return result[ShellResult]{}, errorf("timeout_ms and yield_ms must be positive numbers of milliseconds")
+		}
+		timeout := time.Duration(in.TimeoutMS) * time.Millisecond
+		if timeout > maxTimeout {
+			return result[ShellResult]{}, errorf("timeout_ms %d is over the maximum of %d (one hour): use a smaller value", in.TimeoutMS, maxTimeout.Milliseconds())
+		}
+		s, sh, err := d.sessions.Open(ctx, user, in.SessionID)
+		if err != nil {
+			return result[ShellResult]{}, err
+		}
+		j, running := d.jobs.start(user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout, NoWait: true})
+		if running != nil {
+			return result[ShellResult]{}, errorf("session %s is busy running another command (job %s): wait for it with shell_wait "+
+				"{\"job_id\":%q}, stop it with shell_kill, or run this in another session", s.ID, running.id, running.id)
+		}
+		return d.await(ctx, req, j, in.YieldMS, true)
+	})
+	return Tool{Toolset: "shell", Tool: t, Handler: h}
+}
+
+func shellWait(d *deps) Tool {
+	t := mcp.NewTool("shell_wait",
+		mcp.WithDescription("Wait for a command that shell_exec left running (running: true) and get its new output "+
+			"and, once it ends, its exit code."),
+		mcp.WithInputSchema[ShellWaitInput](),
+		mcp.WithOutputSchema[ShellResult](),
+		annotations("Wait for a running command", true, false, false, false),
+	)
+	h := typedHandler(func(ctx context.Context, req mcp.CallToolRequest, in ShellWaitInput) (result[ShellResult], error) {
+		user, err := callerOf(ctx)
+		if err != nil {
+			return result[ShellResult]{}, err
+		}
+		if in.YieldMS < 0 {
+			return result[ShellResult]{}, errorf("yield_ms must be a positive number of milliseconds")
+		}
+		j := d.jobs.get(user, in.JobID)
+		if j == nil {
+			return result[ShellResult]{}, errorf("job %q not found: it finished and its result was already returned, or the server restarted; "+
+				"run the command again with shell_exec", in.JobID)
+		}
+		// Cancelling a wait stops waiting, not the command: shell_kill does that.
+		return d.await(ctx, req, j, in.YieldMS, false)
+	})
+	return Tool{Toolset: "shell", Tool: t, Handler: h}
+}
+
+func shellKill(d *deps) Tool {
+	t := mcp.NewTool("shell_kill",
+		mcp.WithDescription("Interrupt the command running in a session (SIGINT, then SIGKILL). The shell, its cwd and "+
+			"exports survive. Returns the command's last output and exit code."),
+		mcp.WithInputSchema[ShellKillInput](),
+		mcp.WithOutputSchema[ShellResult](),
+		annotations("Interrupt a running command", false, true, true, false),
+	)
+	h := typedHandler(func(ctx context.Context, req mcp.CallToolRequest, in ShellKillInput) (result[ShellResult], error) {
+		user, err := callerOf(ctx)
+		if err != nil {
+			return result[ShellResult]{}, err
+		}
+		var j *job
+		if in.JobID != "" {
+			if j = d.jobs.get(user, in.JobID); j == nil {
+				return result[ShellResult]{}, errorf("job %q not found: it finished and its result was already returned; nothing to kill", in.JobID)
+			}
+		} else {
+			s, err := d.sessions.Get(ctx, user, in.SessionID)
+			if err != nil {
+				return result[ShellResult]{}, err
+			}
+			if j = d.jobs.running(s.ID); j == nil {
+				return result[ShellResult]{}, errorf("nothing is running in session %s: there is nothing to kill", s.ID)
+			}
+		}
+		j.cancel()
+		return d.await(context.WithoutCancel(ctx), req, j, 0, false)
+	})
+	return Tool{Toolset: "shell", Tool: t, Handler: h}
+}
+
+// await waits for j to end, for yieldMS to pass, or for the call to be
+// cancelled. With interrupt, a cancelled call interrupts the command
+// (stdio notifications/cancelled, HTTP disconnect).
+func (d *deps) await(ctx context.Context, req mcp.CallToolRequest, j *job, yieldMS int, interrupt bool) (result[ShellResult], error) {
+	p := newProgress(ctx, d.notes, req)
+	j.setListener(p)
+	defer func() {
+		j.setListener(nil)
+		p.finish()
+	}()
+	var yield <-chan time.Time
+	if yieldMS > 0 {
+		t := time.NewTimer(time.Duration(yieldMS) * time.Millisecond)
+		defer t.Stop()
+		yield = t.C
+	}
+	select {
+	case <-j.done:
+	case <-yield:
+		return d.partial(j), nil
+	case <-ctx.Done():
+		if !interrupt {
+			return d.partial(j), nil
+		}
+		j.cancel()
+		<-j.done
+	}
+	return d.final(j)
+}
+
+// partial reports a command that still runs.
+func (d *deps) partial(j *job) result[ShellResult] {
+	j.mu.Lock()
+	j.yielded = true
+	j.mu.Unlock()
+	out, dropped := j.take()
+	r := ShellResult{
+		SessionID: j.session.ID, Running: true, JobID: j.id,
+		Stdout: text(out[0]), Stderr: text(out[1]),
+		Truncated: dropped[0] > 0 || dropped[1] > 0,
+		Cwd:       j.shell.State().Cwd,
+	}
+	return result[ShellResult]{Out: r, Text: render(r)}
+}
+
+// final reports a finished command and saves the shell's state.
+func (d *deps) final(j *job) (result[ShellResult], error) {
+	d.jobs.forget(j)
+	if j.err != nil {
+		return result[ShellResult]{}, j.err
+	}
+	if err := d.sessions.SaveState(context.Background(), j.session, j.shell); err != nil {
+		d.log.Warn().Err(err).Str("session", j.session.ID).Msg("save shell state")
+	}
+	res := j.res
+	r := ShellResult{
+		SessionID: j.session.ID, ExitCode: res.ExitCode, Cwd: res.Cwd,
+		DurationMS: res.Duration.Milliseconds(), Truncated: res.Truncated, TimedOut: res.TimedOut,
+		Interrupted: res.Interrupted, ShellRestarted: res.ShellRestarted,
+	}
+	j.mu.Lock()
+	yielded := j.yielded
+	j.mu.Unlock()
+	if yielded {
+		// The caller already has the earlier output: give only the rest.
+		out, dropped := j.take()
+		r.Stdout, r.Stderr = text(out[0]), text(out[1])
+		r.Truncated = r.Truncated || dropped[0] > 0 || dropped[1] > 0
+	} else {
+		r.Stdout, r.Stderr = text(res.Stdout), text(res.Stderr)
+	}
+	return result[ShellResult]{Out: r, Text: render(r)}, nil
+}
+
+// render is the text a model reads when it ignores structuredContent.
+func render(r ShellResult) string {
+	var b strings.Builder
+	b.WriteString(r.Stdout)
+	if r.Stdout != "" && !strings.HasSuffix(r.Stdout, "\n") {
+		b.WriteString("\n")
+	}
+	if r.Stderr != "" {
+		b.WriteString("[stderr]\n")
+		b.WriteString(r.Stderr)
+		if !strings.HasSuffix(r.Stderr, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	switch {
+	case r.Running:
+		fmt.Fprintf(&b, "[still running as job %s in session %s: call shell_wait {\"job_id\":%q} for more, or shell_kill]", r.JobID, r.SessionID, r.JobID)
+		return b.String()
+	case r.TimedOut:
+		fmt.Fprintf(&b, "[timed out after %d ms and killed; exit %d]", r.DurationMS, r.ExitCode)
+	case r.Interrupted:
+		fmt.Fprintf(&b, "[interrupted; exit %d]", r.ExitCode)
+	default:
+		fmt.Fprintf(&b, "[exit %d in %d ms]", r.ExitCode, r.DurationMS)
+	}
+	fmt.Fprintf(&b, " cwd %s, session %s", r.Cwd, r.SessionID)
+	if r.Truncated {
+		b.WriteString("; output truncated (head and tail kept)")
+	}
+	if r.ShellRestarted {
+		b.WriteString("; the shell exited and was restarted with the same cwd and exports")
+	}
+	return b.String()
+}

@@ -1,0 +1,132 @@
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/warrenhq/warren/sandbox"
+)
+
+// ws is a session's workspace opened for the file tools.
+type ws struct {
+	root     *os.Root
+	uid, gid int
+	chown    bool // the server runs as root: hand new files to the jail's uid
+}
+
+// workspace opens the caller's session's workspace. It creates the
+// session's shell object (no process) to learn which uid the jail runs as.
+func (d *deps) workspace(ctx context.Context, sessionID string) (*ws, error) {
+	user, err := callerOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s, sh, err := d.sessions.Open(ctx, user, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	r, err := openRoot(s.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	w := &ws{root: r}
+	w.uid, w.gid = sh.Owner()
+	// Files created by a root server would be read-only to the jail.
+	w.chown = os.Geteuid() == 0 && w.uid != 0
+	return w, nil
+}
+
+func (w *ws) close() { w.root.Close() }
+
+// mkdirAll creates the missing directories of dir one by one, so that each
+// new one can be handed to the jail's uid.
+func (w *ws) mkdirAll(dir string) error {
+	if dir == "." || dir == "" {
+		return nil
+	}
+	cur := ""
+	for _, part := range strings.Split(dir, "/") {
+		cur = path.Join(cur, part)
+		fi, err := w.root.Stat(cur)
+		if err == nil {
+			if !fi.IsDir() {
+				return errorf("%s is a file, not a directory", jailPath(cur))
+			}
+			continue
+		}
+		if !isNotExist(err) {
+			return err
+		}
+		if err := w.root.Mkdir(cur, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		if w.chown {
+			if err := w.root.Lchown(cur, w.uid, w.gid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeAtomic replaces rel with data through a temporary file in the same
+// directory and a rename, so that readers never see a half-written file.
+// No fsync: the point is atomic visibility for the jail, not durability
+// across a host crash, and fsync would add milliseconds to every edit.
+func (w *ws) writeAtomic(rel string, data []byte) error {
+	dir, base := path.Split(rel)
+	dir = path.Clean(dir)
+	if err := w.mkdirAll(dir); err != nil {
+		return err
+	}
+	mode := fs.FileMode(0o644)
+	if fi, err := w.root.Stat(rel); err == nil {
+		if fi.IsDir() {
+			return errorf("%s is a directory, not a file", jailPath(rel))
+		}
+		mode = fi.Mode().Perm()
+	} else if !isNotExist(err) {
+		return err
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	tmp := path.Join(dir, "."+base+".warren-"+hex.EncodeToString(b[:]))
+	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil && w.chown {
+		err = f.Chown(w.uid, w.gid)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = w.root.Rename(tmp, rel)
+	}
+	if err != nil {
+		_ = w.root.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// jailPath is rel as the shell sees it.
+func jailPath(rel string) string {
+	if rel == "." {
+		return sandbox.MountPoint
+	}
+	return sandbox.MountPoint + "/" + rel
+}
+
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
