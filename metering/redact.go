@@ -53,8 +53,11 @@ var redactions = []redaction{
 func isHarmlessValue(v string) bool {
 	v = strings.Trim(v, `"'`)
 	switch strings.ToLower(v) {
-	case "", "true", "false", "null", "none", Redacted:
+	case "", "true", "false", "null", "none":
 		return true
+	}
+	if strings.HasPrefix(v, Redacted) {
+		return true // already redacted; keeps Redact idempotent
 	}
 	return strings.Trim(v, "0123456789") == ""
 }
