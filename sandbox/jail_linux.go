@@ -221,10 +221,15 @@ func (j *jail) alive() bool {
 }
 
 // kill ends the whole jail and reaps it. Killing the pid namespace's init
-// kills every process inside, background jobs included.
+// kills every process inside, background jobs included; bwrap outside
+// reaps the init and exits, so killing bwrap itself is the fallback only.
 func (j *jail) kill() {
 	if j.initPID > 0 {
 		_ = syscall.Kill(j.initPID, syscall.SIGKILL)
+		select {
+		case <-j.exited:
+		case <-time.After(2 * time.Second):
+		}
 	}
 	if j.cmd.Process != nil {
 		_ = j.cmd.Process.Kill()

@@ -1,0 +1,197 @@
+package sandbox
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestJailHidesTheHost(t *testing.T) {
+	sh, _ := newTestShell(t)
+	marker, err := os.CreateTemp("", "warren-host-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker.Close()
+	defer os.Remove(marker.Name())
+	for _, cmd := range []string{
+		"ls /home", "ls /root", "cat /etc/shadow", "ls /tmp/" + filepath.Base(marker.Name()),
+		"ls /var/lib", "ls /work", "ls /srv",
+	} {
+		if res := mustRun(t, sh, cmd); res.ExitCode == 0 {
+			t.Errorf("%q succeeded inside the jail: %q", cmd, res.Stdout)
+		}
+	}
+	for _, cmd := range []string{"touch /usr/x", "touch /etc/x", "touch /x", "mkdir /newdir"} {
+		res := mustRun(t, sh, cmd)
+		if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "Read-only file system") {
+			t.Errorf("%q: exit %d stderr %q; want a read-only file system", cmd, res.ExitCode, res.Stderr)
+		}
+	}
+	expectOut(t, sh, "touch /workspace/ok /tmp/ok && echo writable", 0, "writable")
+}
+
+func TestJailHasNoPrivileges(t *testing.T) {
+	sh, _ := newTestShell(t)
+	expectOut(t, sh, "grep CapEff /proc/self/status | tr -d '\\t'", 0, "CapEff:0000000000000000")
+	expectOut(t, sh, "id -u", 0, "1000")
+	if res := mustRun(t, sh, "unshare -U true"); res.ExitCode == 0 {
+		t.Error("a nested user namespace was created")
+	}
+	if os.Geteuid() == 0 {
+		// The jail's processes belong to an unprivileged host uid.
+		st, err := os.Stat("/proc/" + strconv.Itoa(sh.jail.shell()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := st.Sys().(*syscall.Stat_t).Uid; uid == 0 {
+			t.Errorf("the jailed shell runs as host uid 0")
+		}
+	}
+}
+
+func TestSecretsStayOffTheCommandLine(t *testing.T) {
+	t.Setenv("WARREN_SERVER_SECRET", "server-only-value")
+	sh, _ := newTestShell(t, func(p *Profile) { p.Env = map[string]string{"API_TOKEN": "tok-123"} })
+	expectOut(t, sh, "echo $API_TOKEN", 0, "tok-123")
+	res := mustRun(t, sh, "tr '\\0' ' ' </proc/1/cmdline; echo; tr '\\0' '\\n' </proc/1/environ")
+	if strings.Contains(string(res.Stdout), "tok-123") || strings.Contains(string(res.Stdout), "server-only-value") {
+		t.Fatalf("a secret is visible through /proc/1: %s", res.Stdout)
+	}
+}
+
+func TestNoNetwork(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("reached")) }))
+	defer srv.Close()
+	sh, _ := newTestShell(t)
+	res := mustRun(t, sh, "curl -sS --max-time 3 "+srv.URL)
+	if res.ExitCode == 0 || strings.Contains(string(res.Stdout), "reached") {
+		t.Fatalf("the jail reached the host: exit %d %q", res.ExitCode, res.Stdout)
+	}
+	expectOut(t, sh, "ls /sys/class/net 2>/dev/null | tr '\\n' ' '; cat /proc/net/dev | grep -c :", 0, "1")
+}
+
+func TestNetworkWhenAllowed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("reached")) })}}
+	srv.Start()
+	defer srv.Close()
+	sh, _ := newTestShell(t, func(p *Profile) { p.Network = true })
+	expectOut(t, sh, "curl -sS --max-time 5 "+srv.URL, 0, "reached")
+}
+
+func TestShellsAreIsolatedFromEachOther(t *testing.T) {
+	a, dirA := newTestShell(t)
+	b, _ := newTestShell(t)
+	mustRun(t, a, "echo a-secret > mine.txt; sleep 300 &")
+	if res := mustRun(t, b, "cat /workspace/mine.txt; ls "+dirA); res.ExitCode == 0 {
+		t.Fatalf("shell b read shell a's workspace: %q", res.Stdout)
+	}
+	if res := mustRun(t, b, "ps -eo args | grep -c 'sleep 300'"); strings.TrimSpace(string(res.Stdout)) != "1" {
+		t.Fatalf("shell b sees shell a's processes: %q", res.Stdout) // 1 = the grep itself
+	}
+}
+
+func TestFileSizeLimit(t *testing.T) {
+	sh, _ := newTestShell(t, func(p *Profile) { p.Limits.FileSizeBytes = 1 << 20 })
+	res := mustRun(t, sh, "head -c 2097152 /dev/zero > big; stat -c %s big")
+	if strings.TrimSpace(string(res.Stdout)) != "1048576" {
+		t.Fatalf("file grew past the limit: %q (stderr %q)", res.Stdout, res.Stderr)
+	}
+}
+
+// requireCgroups skips with the reason when this host gives the server no
+// cgroups (it runs unprivileged); in CI, as root, they are there.
+func requireCgroups(t *testing.T, sh *Shell) {
+	t.Helper()
+	mustRun(t, sh, "true")
+	if err := sh.CgroupError(); err != nil {
+		t.Skipf("no cgroup for the jail on this host (%v): limits fall back to rlimits", err)
+	}
+}
+
+func TestForkBombIsContained(t *testing.T) {
+	bomb, _ := newTestShell(t, func(p *Profile) { p.Limits.PIDs = 64 })
+	requireCgroups(t, bomb)
+	other, _ := newTestShell(t)
+	mustRun(t, bomb, "export B=1")
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var res Result
+	go func() {
+		defer wg.Done()
+		res = mustRun(t, bomb, "f() { f | f & }; f; sleep 3", ExecOptions{Timeout: 3 * time.Second})
+	}()
+	time.Sleep(time.Second)
+	expectOut(t, other, "echo unaffected", 0, "unaffected")
+	if n := len(bomb.cg.pids()); n > 64 {
+		t.Errorf("%d processes in the bombed jail, limit 64", n)
+	}
+	wg.Wait()
+	if !res.TimedOut && res.ExitCode == 0 {
+		t.Errorf("fork bomb ended normally: %+v", res)
+	}
+	res2 := mustRun(t, bomb, "echo $B", ExecOptions{Timeout: 10 * time.Second})
+	if strings.TrimSpace(string(res2.Stdout)) != "1" {
+		t.Fatalf("after the bomb: %+v", res2)
+	}
+}
+
+func TestMemoryHogIsKilledShellSurvives(t *testing.T) {
+	sh, _ := newTestShell(t, func(p *Profile) { p.Limits.MemoryBytes = 128 << 20 })
+	requireCgroups(t, sh)
+	mustRun(t, sh, "cd /tmp && export M=1")
+	res := mustRun(t, sh, "python3 -c 'b = bytearray(512 << 20); print(len(b))'")
+	if res.ExitCode != 137 || res.ShellRestarted {
+		t.Fatalf("memory hog: exit %d restarted %v stdout %q stderr %q; want 137 (OOM-killed) and the same shell",
+			res.ExitCode, res.ShellRestarted, res.Stdout, res.Stderr)
+	}
+	assertState(t, sh, "/tmp", "M", "1")
+}
+
+func TestCloseLeavesNothingBehind(t *testing.T) {
+	sh, _ := newTestShell(t)
+	mustRun(t, sh, "sleep 1000 & (sleep 1000 &) ; sleep 1000 >/dev/null 2>&1 &")
+	initPID := sh.jail.initPID
+	cg := sh.cg
+	var procs []int
+	var cgDirs []string
+	if cg != nil {
+		procs = cg.pids()
+		cgDirs = append(cgDirs, cg.dirs...)
+		if len(procs) < 5 {
+			t.Errorf("cgroup lists %d processes, want bwrap, init, shell and 3 sleeps", len(procs))
+		}
+	}
+	sh.Close()
+	if _, err := os.Stat("/proc/" + strconv.Itoa(initPID)); err == nil {
+		t.Errorf("jail init %d survived Close", initPID)
+	}
+	for _, pid := range procs {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			t.Errorf("process %d of the jail survived Close", pid)
+		}
+	}
+	if cg != nil {
+		for _, dir := range cgDirs {
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("cgroup %s survived Close", dir)
+			}
+		}
+	}
+	if _, err := sh.Exec(context.Background(), "echo", ExecOptions{}); err != ErrClosed {
+		t.Errorf("Exec after Close: %v, want ErrClosed", err)
+	}
+}
