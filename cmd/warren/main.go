@@ -29,6 +29,8 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			doctorCommand(),
 			shellCommand(),
+			serveCommand(),
+			tokenCommand(),
 		},
 		// Errors are printed once by main, not by urfave/cli as well.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	_ "github.com/ncruces/go-sqlite3/driver" // database/sql driver "sqlite3"
+)
+
+// dataDirFlag is shared by every command that opens the database.
+func dataDirFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "data-dir",
+		EnvVars: []string{"WARREN_DATA_DIR"},
+		Usage:   "where warren.db and the workspaces live (default $XDG_DATA_HOME/warren, else ~/.local/share/warren)",
+	}
+}
+
+// dataDir resolves --data-dir to an absolute directory and creates it.
+func dataDir(c *cli.Context) (string, error) {
+	dir := c.String("data-dir")
+	if dir == "" {
+		base := os.Getenv("XDG_DATA_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("find data dir: %w (pass --data-dir)", err)
+			}
+			base = filepath.Join(home, ".local", "share")
+		}
+		dir = filepath.Join(base, "warren")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("data dir: %w", err)
+	}
+	// 0700: the database holds token hashes and every session's state.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create data dir: %w", err)
+	}
+	return dir, nil
+}
+
+// openDB opens <dir>/warren.db with WAL, a busy timeout and foreign keys.
+// Each store applies its own migrations when it is built.
+func openDB(ctx context.Context, dir string) (*sql.DB, error) {
+	path := filepath.Join(dir, "warren.db")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)&_pragma=foreign_keys(1)"
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, nil
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/warrenhq/warren/mcp"
+	"github.com/warrenhq/warren/sessions"
+)
+
+func serveCommand() *cli.Command {
+	common := func() []cli.Flag {
+		return []cli.Flag{
+			dataDirFlag(),
+			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "bind every default session to this directory (edits appear on disk)"},
+			&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets to serve: " + strings.Join(mcp.Toolsets, ", ") + " (default all)"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error (logs go to stderr)"},
+		}
+	}
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "serve workspace sessions as MCP tools",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "stdio",
+				Usage: "serve one client on stdin/stdout (Claude Desktop, IDEs)",
+				Description: "stdout carries nothing but JSON-RPC; logs go to stderr. The user is the local OS user.\n" +
+					"With --workspace DIR the default session is bound to DIR.",
+				Flags:  common(),
+				Action: runServeStdio,
+			},
+			{
+				Name:  "http",
+				Usage: "serve MCP over streamable HTTP at /mcp (other agents, the web console)",
+				Flags: append(common(),
+					&cli.StringFlag{Name: "addr", Value: "127.0.0.1:7373", Usage: "address to listen on"},
+					&cli.StringFlag{Name: "auth", Value: "token", Usage: "token (bearer tokens, see 'warren token') or none (loopback only, single local user)"},
+					&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address"},
+					&cli.StringSliceFlag{Name: "allow-origin", Usage: "extra browser Origin allowed (scheme://host:port); repeatable"},
+				),
+				Action: runServeHTTP,
+			},
+		},
+	}
+}
+
+// services are what a serve command wires together.
+type services struct {
+	db       *sql.DB
+	sessions *sessions.Manager
+	server   *mcp.Server
+	log      zerolog.Logger
+}
+
+func newLogger(c *cli.Context) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(c.String("log-level"))
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Logger()
+}
+
+func openServices(c *cli.Context) (*services, error) {
+	log := newLogger(c)
+	dir, err := dataDir(c)
+	if err != nil {
+		return nil, err
+	}
+	db, err := openDB(c.Context, dir)
+	if err != nil {
+		return nil, err
+	}
+	store, err := sessions.NewStore(c.Context, db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	mgr, err := sessions.NewManager(store, sessions.Config{DataDir: dir, BindDir: c.String("workspace")})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	var toolsets []string
+	if ts := c.String("toolsets"); ts != "" {
+		toolsets = strings.Split(ts, ",")
+	}
+	srv, err := mcp.New(mcp.Options{Sessions: mgr, Toolsets: toolsets, Log: log, Version: version})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &services{db: db, sessions: mgr, server: srv, log: log}, nil
+}
+
+func (s *services) close() {
+	s.server.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.sessions.Close(ctx); err != nil {
+		s.log.Warn().Err(err).Msg("save sessions")
+	}
+	s.db.Close()
+}
+
+func runServeStdio(c *cli.Context) error {
+	svc, err := openServices(c)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	user := mcp.LocalUser()
+	svc.log.Info().Str("user", user).Str("workspace", c.String("workspace")).Msg("serving MCP on stdio")
+	return svc.server.ServeStdio(ctx, os.Stdin, os.Stdout, user)
+}
+
+func runServeHTTP(c *cli.Context) error {
+	addr := c.String("addr")
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: want host:port, e.g. 127.0.0.1:7373", addr)
+	}
+	loopback := mcp.IsLoopbackHost(host)
+	if !loopback && !c.Bool("allow-remote") {
+		return cli.Exit(fmt.Sprintf("refusing to listen on %s, which is not a loopback address: pass --allow-remote "+
+			"if you mean to expose warren to the network (put TLS in front of it)", addr), 2)
+	}
+	authMode := c.String("auth")
+	if authMode != "token" && authMode != "none" {
+		return cli.Exit(fmt.Sprintf("--auth %q: want token or none", authMode), 2)
+	}
+	if authMode == "none" && !loopback {
+		return cli.Exit("--auth none is only allowed on a loopback address: anyone who can reach the port would own your workspaces", 2)
+	}
+	svc, err := openServices(c)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
+
+	opts := mcp.HTTPOptions{LocalUser: mcp.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin")}
+	var firstToken string
+	if authMode == "token" {
+		if opts.Tokens, err = mcp.NewTokenStore(c.Context, svc.db); err != nil {
+			return err
+		}
+		n, err := opts.Tokens.Active(c.Context)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if firstToken, _, err = opts.Tokens.Create(c.Context, opts.LocalUser); err != nil {
+				return err
+			}
+		}
+	} else {
+		svc.log.Warn().Str("user", opts.LocalUser).Msg("--auth none: every local process that can reach the port acts as " + opts.LocalUser)
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	if firstToken != "" {
+		fmt.Fprintf(c.App.Writer, "warren: no token existed, so one was created for user %s; it is shown only once:\n\n"+
+			"  URL:   %s\n  Token: %s\n\nSend it as 'Authorization: Bearer <token>'. Manage tokens with 'warren token'.\n",
+			opts.LocalUser, url, firstToken)
+	}
+	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
+
+	hs := &http.Server{Handler: svc.server.HTTPHandler(opts), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	case <-ctx.Done():
+		svc.log.Info().Msg("shutting down")
+		svc.server.Close() // interrupt running commands so that their requests end
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}
+	return nil
+}

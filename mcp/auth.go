@@ -1,0 +1,173 @@
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+//go:embed migrations/*.sql
+var authMigrations embed.FS
+
+// TokenStore keeps hashed bearer tokens in SQLite (component "auth").
+type TokenStore struct {
+	db *sql.DB
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+}
+
+// TokenInfo describes a stored token; the token itself is never stored.
+type TokenInfo struct {
+	ID        string
+	User      string
+	Prefix    string
+	CreatedAt time.Time
+	LastUsed  time.Time // zero: never used
+	Revoked   bool
+}
+
+// ErrBadToken is returned for a missing, unknown or revoked token.
+var ErrBadToken = errors.New("invalid or revoked token")
+
+// NewTokenStore applies the auth migrations and returns the store.
+func NewTokenStore(ctx context.Context, db *sql.DB) (*TokenStore, error) {
+	if err := migrateAuth(ctx, db); err != nil {
+		return nil, err
+	}
+	return &TokenStore{db: db, Now: time.Now}, nil
+}
+
+func hashToken(tok string) string {
+	h := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(h[:])
+}
+
+// Create makes a token for user and returns it: the only time it is seen.
+func (s *TokenStore) Create(ctx context.Context, user string) (token string, info TokenInfo, err error) {
+	if user == "" {
+		return "", TokenInfo{}, fmt.Errorf("create token: a user name is required")
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", TokenInfo{}, fmt.Errorf("create token: %w", err)
+	}
+	token = "wrn_" + base64.RawURLEncoding.EncodeToString(b[:])
+	var idb [4]byte
+	_, _ = rand.Read(idb[:])
+	info = TokenInfo{ID: "t-" + hex.EncodeToString(idb[:]), User: user, Prefix: token[:10], CreatedAt: s.Now().UTC()}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO auth_tokens (id, user, hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)`,
+		info.ID, user, hashToken(token), info.Prefix, info.CreatedAt.UnixMilli())
+	if err != nil {
+		return "", TokenInfo{}, fmt.Errorf("store token: %w", err)
+	}
+	return token, info, nil
+}
+
+// Authenticate returns the user of token, or ErrBadToken.
+func (s *TokenStore) Authenticate(ctx context.Context, token string) (string, error) {
+	if token == "" {
+		return "", ErrBadToken
+	}
+	var id, user string
+	err := s.db.QueryRowContext(ctx, `SELECT id, user FROM auth_tokens WHERE hash = ? AND revoked_at IS NULL`,
+		hashToken(token)).Scan(&id, &user)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrBadToken
+	}
+	if err != nil {
+		return "", fmt.Errorf("check token: %w", err)
+	}
+	// Best effort: a failed bookkeeping write must not refuse a good token.
+	_, _ = s.db.ExecContext(ctx, `UPDATE auth_tokens SET last_used_at = ? WHERE id = ?`, s.Now().UTC().UnixMilli(), id)
+	return user, nil
+}
+
+// List returns every token, revoked ones included, oldest first.
+func (s *TokenStore) List(ctx context.Context) ([]TokenInfo, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, user, prefix, created_at, COALESCE(last_used_at, 0), revoked_at IS NOT NULL
+		FROM auth_tokens ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []TokenInfo
+	for rows.Next() {
+		var t TokenInfo
+		var created, used int64
+		if err := rows.Scan(&t.ID, &t.User, &t.Prefix, &created, &used, &t.Revoked); err != nil {
+			return nil, fmt.Errorf("list tokens: %w", err)
+		}
+		t.CreatedAt = time.UnixMilli(created).UTC()
+		if used > 0 {
+			t.LastUsed = time.UnixMilli(used).UTC()
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Active counts tokens that are not revoked.
+func (s *TokenStore) Active(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM auth_tokens WHERE revoked_at IS NULL`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count tokens: %w", err)
+	}
+	return n, nil
+}
+
+// Revoke revokes the token with id (or whose prefix is id).
+func (s *TokenStore) Revoke(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE auth_tokens SET revoked_at = ? WHERE (id = ? OR prefix = ?) AND revoked_at IS NULL`,
+		s.Now().UTC().UnixMilli(), id, id)
+	if err != nil {
+		return fmt.Errorf("revoke token: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("no active token %q: 'warren token ls' lists them", id)
+	}
+	return nil
+}
+
+// migrateAuth applies the auth migrations, each in its own transaction,
+// under the shared schema_versions convention.
+func migrateAuth(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_versions (
+		component TEXT PRIMARY KEY,
+		version INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("create schema_versions: %w", err)
+	}
+	body, err := authMigrations.ReadFile("migrations/001_tokens.sql")
+	if err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin auth migration: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	var v int
+	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_versions WHERE component = 'auth'`).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("read auth schema version: %w", err)
+	}
+	if v >= 1 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return fmt.Errorf("apply auth migration 001: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_versions (component, version) VALUES ('auth', 1)
+		ON CONFLICT (component) DO UPDATE SET version = excluded.version`); err != nil {
+		return fmt.Errorf("record auth schema version: %w", err)
+	}
+	return tx.Commit()
+}
