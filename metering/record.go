@@ -157,13 +157,56 @@ func (m *Meter) RecordBatch(ctx context.Context, records []Record) ([]Alert, err
 
 const insertRecordSQL = `INSERT INTO usage_records (ts, day, user, session, task, client, model,
 	kind, tool, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
-	unpriced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	unpriced) VALUES `
+
+const recordPlaceholders = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+// rowsPerInsert is how many records one INSERT statement carries. Every statement execution
+// crosses into the SQLite runtime, so multi-row statements are much faster for big batches;
+// 64 rows × 16 columns stays far below SQLite's limit on bound variables.
+const rowsPerInsert = 64
+
+// insertRecords inserts rows with multi-row statements of rowsPerInsert, then one for the rest.
+func insertRecords(ctx context.Context, tx *sql.Tx, rows []row) error {
+	var full *sql.Stmt
+	args := make([]any, 0, rowsPerInsert*16)
+	for len(rows) > 0 {
+		n := min(len(rows), rowsPerInsert)
+		args = args[:0]
+		for _, w := range rows[:n] {
+			args = append(args, w.ts, w.day, w.user, w.session, w.task, w.client, w.model, w.kind,
+				w.tool, w.input, w.output, w.cached, w.toolBytes, w.toolTokens, w.costMicros,
+				w.unpriced)
+		}
+		var err error
+		if n == rowsPerInsert {
+			if full == nil {
+				if full, err = tx.PrepareContext(ctx, insertSQL(n)); err != nil {
+					return fmt.Errorf("prepare insert records: %w", err)
+				}
+				defer full.Close()
+			}
+			_, err = full.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, insertSQL(n), args...)
+		}
+		if err != nil {
+			return fmt.Errorf("insert records: %w", err)
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+func insertSQL(n int) string {
+	return insertRecordSQL + strings.Repeat(recordPlaceholders+", ", n-1) + recordPlaceholders
+}
 
 const upsertDailySQL = `INSERT INTO usage_daily (user, day, session, task, client, model, kind,
 	records, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
-	unpriced) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
+	unpriced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO UPDATE SET
-		records = records + 1,
+		records = records + excluded.records,
 		input_tokens = input_tokens + excluded.input_tokens,
 		output_tokens = output_tokens + excluded.output_tokens,
 		cached_tokens = cached_tokens + excluded.cached_tokens,
@@ -172,28 +215,55 @@ const upsertDailySQL = `INSERT INTO usage_daily (user, day, session, task, clien
 		cost_micros = cost_micros + excluded.cost_micros,
 		unpriced = unpriced + excluded.unpriced`
 
-// insertRows writes each row and folds it into the daily rollup in the same transaction, so the
-// rollup can never disagree with the records.
+// dailyKey is a row's key in the daily rollup.
+type dailyKey struct {
+	user                               string
+	day                                int64
+	session, task, client, model, kind string
+}
+
+// dailySums is what a batch adds to one rollup row.
+type dailySums struct {
+	records, input, output, cached, toolBytes, toolTokens, cost, unpriced int64
+}
+
+// insertRows writes each row and folds the batch into the daily rollup in the same transaction,
+// so the rollup can never disagree with the records. Rows are summed per rollup key in memory
+// first: a batch touches few keys, and one upsert per key instead of per row nearly halves the
+// cost of a large batch.
 func insertRows(ctx context.Context, tx *sql.Tx, rows []row) error {
-	ins, err := tx.PrepareContext(ctx, insertRecordSQL)
-	if err != nil {
-		return fmt.Errorf("prepare insert record: %w", err)
+	if err := insertRecords(ctx, tx, rows); err != nil {
+		return err
 	}
-	defer ins.Close()
+	sums := map[dailyKey]*dailySums{}
+	var order []dailyKey // deterministic upsert order, so concurrent writers lock alike
+	for _, w := range rows {
+		k := dailyKey{w.user, w.day, w.session, w.task, w.client, w.model, w.kind}
+		s := sums[k]
+		if s == nil {
+			s = &dailySums{}
+			sums[k] = s
+			order = append(order, k)
+		}
+		s.records++
+		s.input += w.input
+		s.output += w.output
+		s.cached += w.cached
+		s.toolBytes += w.toolBytes
+		s.toolTokens += w.toolTokens
+		s.cost += w.costMicros
+		s.unpriced += w.unpriced
+	}
 	up, err := tx.PrepareContext(ctx, upsertDailySQL)
 	if err != nil {
 		return fmt.Errorf("prepare upsert daily: %w", err)
 	}
 	defer up.Close()
-	for _, w := range rows {
-		if _, err := ins.ExecContext(ctx, w.ts, w.day, w.user, w.session, w.task, w.client,
-			w.model, w.kind, w.tool, w.input, w.output, w.cached, w.toolBytes, w.toolTokens,
-			w.costMicros, w.unpriced); err != nil {
-			return fmt.Errorf("insert record: %w", err)
-		}
-		if _, err := up.ExecContext(ctx, w.user, w.day, w.session, w.task, w.client, w.model,
-			w.kind, w.input, w.output, w.cached, w.toolBytes, w.toolTokens, w.costMicros,
-			w.unpriced); err != nil {
+	for _, k := range order {
+		s := sums[k]
+		if _, err := up.ExecContext(ctx, k.user, k.day, k.session, k.task, k.client, k.model,
+			k.kind, s.records, s.input, s.output, s.cached, s.toolBytes, s.toolTokens, s.cost,
+			s.unpriced); err != nil {
 			return fmt.Errorf("update daily rollup: %w", err)
 		}
 	}
