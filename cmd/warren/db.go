@@ -40,8 +40,10 @@ func dataDir(c *cli.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("data dir: %w", err)
 	}
-	// 0700: the database holds token hashes and every session's state.
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// 0711: other users cannot list it, but a jail running as another uid
+	// (the server runs as root) can still reach its own workspace below.
+	// The database itself is 0600.
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return "", fmt.Errorf("create data dir: %w", err)
 	}
 	return dir, nil
@@ -60,6 +62,12 @@ func openDB(ctx context.Context, dir string) (*sql.DB, error) {
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// It holds token hashes and every session's state: owner only. SQLite
+	// gives the -wal and -shm files the database's mode.
+	if err := os.Chmod(path, 0o600); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
 	}
 	return db, nil
 }

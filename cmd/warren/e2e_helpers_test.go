@@ -1,0 +1,342 @@
+package main
+
+// End-to-end tests: they build the warren binary and drive it with the
+// official Go SDK (github.com/modelcontextprotocol/go-sdk), an MCP client
+// independent of the mcp-go server under test.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// warrenBin is the binary built once by TestMain.
+var warrenBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "warren-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	warrenBin = filepath.Join(dir, "warren")
+	out, err := exec.Command("go", "build", "-o", warrenBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build warren: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// needJail skips when this machine cannot run bubblewrap.
+func needJail(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed (just deps)")
+	}
+}
+
+// jailDir returns a fresh directory that a jail running as another uid (the
+// tests run as root in CI) can reach: t.TempDir's parent is 0700.
+func jailDir(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Chmod(filepath.Dir(d), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// wire records every message the client reads, in order, so that tests can
+// check what arrived before a response.
+type wire struct {
+	mu   sync.Mutex
+	msgs []jsonrpc.Message
+}
+
+func (w *wire) snapshot() []jsonrpc.Message {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]jsonrpc.Message(nil), w.msgs...)
+}
+
+type recordingTransport struct {
+	sdk.Transport
+	w *wire
+}
+
+func (r recordingTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	c, err := r.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return recordingConn{c, r.w}, nil
+}
+
+type recordingConn struct {
+	sdk.Connection
+	w *wire
+}
+
+func (c recordingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if err == nil {
+		c.w.mu.Lock()
+		c.w.msgs = append(c.w.msgs, m)
+		c.w.mu.Unlock()
+	}
+	return m, err
+}
+
+// client is a user of warren: an MCP client session plus what it saw.
+type client struct {
+	t    testing.TB
+	cs   *sdk.ClientSession
+	wire *wire
+}
+
+func connect(t testing.TB, tr sdk.Transport) *client {
+	t.Helper()
+	w := &wire{}
+	c := sdk.NewClient(&sdk.Implementation{Name: "warren-e2e", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, recordingTransport{tr, w}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return &client{t: t, cs: cs, wire: w}
+}
+
+// serveStdio starts 'warren serve stdio' with args and connects to it.
+func serveStdio(t testing.TB, args ...string) *client {
+	t.Helper()
+	cmd := exec.Command(warrenBin, append([]string{"serve", "stdio"}, args...)...)
+	cmd.Stderr = &testLog{t: t, prefix: "server: "}
+	return connect(t, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second})
+}
+
+// testLog forwards the server's stderr to the test log.
+type testLog struct {
+	t      testing.TB
+	prefix string
+	mu     sync.Mutex
+	done   bool
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if os.Getenv("WARREN_E2E_VERBOSE") != "" {
+		fmt.Fprintf(os.Stderr, "%s%s", l.prefix, p)
+	}
+	return len(p), nil
+}
+
+// call calls a tool and fails the test on a protocol error.
+func (c *client) call(name string, args map[string]any) *sdk.CallToolResult {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		c.t.Fatalf("%s %v: protocol error: %v", name, args, err)
+	}
+	return res
+}
+
+// ok calls a tool, requires a successful result and returns its structured
+// content.
+func (c *client) ok(name string, args map[string]any) map[string]any {
+	c.t.Helper()
+	res := c.call(name, args)
+	if res.IsError {
+		c.t.Fatalf("%s %v: tool error: %s", name, args, textOf(res))
+	}
+	return structured(c.t, res)
+}
+
+// fails calls a tool and requires a tool error whose text contains want.
+func (c *client) fails(name string, args map[string]any, want string) {
+	c.t.Helper()
+	res := c.call(name, args)
+	if !res.IsError {
+		c.t.Fatalf("%s %v: want a tool error containing %q, got success: %s", name, args, want, textOf(res))
+	}
+	if !strings.Contains(textOf(res), want) {
+		c.t.Fatalf("%s %v: error %q does not contain %q", name, args, textOf(res), want)
+	}
+}
+
+// exec runs a shell command and returns its structured result.
+func (c *client) exec(command string, extra ...any) map[string]any {
+	c.t.Helper()
+	args := map[string]any{"command": command}
+	for i := 0; i+1 < len(extra); i += 2 {
+		args[extra[i].(string)] = extra[i+1]
+	}
+	return c.ok("shell_exec", args)
+}
+
+func textOf(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func structured(t testing.TB, res *sdk.CallToolResult) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+	return m
+}
+
+// httpServer is a running 'warren serve http'.
+type httpServer struct {
+	url string
+	cmd *exec.Cmd
+}
+
+// serveHTTP starts 'warren serve http' on a free loopback port and waits
+// for it to say where it listens.
+func serveHTTP(t testing.TB, args ...string) *httpServer {
+	t.Helper()
+	cmd := exec.Command(warrenBin, append([]string{"serve", "http", "--addr", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = &testLog{t: t, prefix: "server stdout: "}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			var line struct{ URL, Message string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" && !sent {
+				urls <- line.URL
+				sent = true
+			}
+			if os.Getenv("WARREN_E2E_VERBOSE") != "" {
+				fmt.Fprintf(os.Stderr, "server: %s\n", sc.Bytes())
+			}
+		}
+	}()
+	select {
+	case u := <-urls:
+		return &httpServer{url: u, cmd: cmd}
+	case <-time.After(30 * time.Second):
+		t.Fatal("warren serve http did not report its URL")
+	}
+	return nil
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.base.RoundTrip(r)
+}
+
+// connectHTTP connects to srv with token.
+func connectHTTP(t testing.TB, srv *httpServer, token string) *client {
+	t.Helper()
+	return connect(t, &sdk.StreamableClientTransport{
+		Endpoint:   srv.url,
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+		MaxRetries: -1,
+	})
+}
+
+// createToken runs 'warren token create' and returns the token.
+func createToken(t testing.TB, dataDir, user string) string {
+	t.Helper()
+	out, err := exec.Command(warrenBin, "token", "create", "--user", user, "--data-dir", dataDir).Output()
+	if err != nil {
+		t.Fatalf("token create: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// progressBefore checks that every progress notification for the call was
+// read before its result, and returns their concatenated messages.
+func progressMessages(msgs []jsonrpc.Message, token string) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		req, ok := m.(*jsonrpc.Request)
+		if !ok || req.Method != "notifications/progress" {
+			continue
+		}
+		var p struct {
+			ProgressToken any    `json:"progressToken"`
+			Message       string `json:"message"`
+		}
+		if json.Unmarshal(req.Params, &p) == nil && fmt.Sprint(p.ProgressToken) == token {
+			b.WriteString(p.Message)
+		}
+	}
+	return b.String()
+}
+
+// callWithProgress calls shell_exec with a progress token and returns the
+// result and the progress text that was on the wire when the result came.
+func (c *client) callWithProgress(command, token string) (map[string]any, string) {
+	c.t.Helper()
+	p := &sdk.CallToolParams{Name: "shell_exec", Arguments: map[string]any{"command": command}}
+	p.SetProgressToken(token)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.cs.CallTool(ctx, p)
+	if err != nil {
+		c.t.Fatalf("shell_exec: %v", err)
+	}
+	if res.IsError {
+		c.t.Fatalf("shell_exec: %s", textOf(res))
+	}
+	return structured(c.t, res), progressMessages(c.wire.snapshot(), token)
+}
