@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -198,5 +200,38 @@ func TestThresholdValidation(t *testing.T) {
 	dup := Threshold{Name: "x", Scope: ScopeUser, Metric: MetricTokens, Period: PeriodDay, Limit: 1}
 	if _, err := Open(context.Background(), db, Options{Thresholds: []Threshold{dup, dup}}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("duplicate names: err = %v", err)
+	}
+}
+
+func TestConcurrentWritersFireOnce(t *testing.T) {
+	db, path := openDB(t)
+	ctx := context.Background()
+	opts := Options{Now: newClock(t0).Now, Thresholds: []Threshold{
+		{Name: "t", Scope: ScopeUser, Metric: MetricTokens, Period: PeriodDay, Limit: 1000},
+	}}
+	// Two Meters on two connection pools stand in for two warren processes sharing the file.
+	meters := []*Meter{mustOpen(t, db, opts), mustOpen(t, openPath(t, path), opts)}
+	var fired atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				a, err := meters[g%2].Record(ctx, Record{User: "ann", Session: "s", Model: "gpt-4o", InputTokens: 10})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				fired.Add(int64(len(a)))
+			}
+		}()
+	}
+	wg.Wait()
+	if n := fired.Load(); n != 1 {
+		t.Fatalf("fired %d times, want 1", n)
+	}
+	if got := rawTotals(t, db, "1"); got.InputTokens != 2000 {
+		t.Fatalf("recorded %d tokens", got.InputTokens)
 	}
 }
