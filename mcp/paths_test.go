@@ -61,7 +61,7 @@ func TestOriginAllowed(t *testing.T) {
 		{"http://127.0.0.1:3000", "127.0.0.1:7373", true},
 		{"http://evil.example", "127.0.0.1:7373", false},
 		{"http://evil.example:7373", "evil.example:7373", false}, // DNS rebinding
-		{"http://console.example", "warren.example", true},      // listed
+		{"http://console.example", "warren.example", true},       // listed
 		{"null", "127.0.0.1:7373", false},
 	} {
 		if got := originAllowed(tc.origin, tc.host, []string{"http://console.example"}); got != tc.want {
