@@ -106,6 +106,9 @@ func TestShellsAreIsolatedFromEachOther(t *testing.T) {
 
 func TestFileSizeLimit(t *testing.T) {
 	sh, _ := newTestShell(t, func(p *Profile) { p.Limits.FileSizeBytes = 1 << 20 })
+	if res := mustRun(t, sh, "ulimit -f unlimited"); res.ExitCode == 0 {
+		t.Fatal("the jail raised its own file size limit")
+	}
 	res := mustRun(t, sh, "head -c 2097152 /dev/zero > big; stat -c %s big")
 	if strings.TrimSpace(string(res.Stdout)) != "1048576" {
 		t.Fatalf("file grew past the limit: %q (stderr %q)", res.Stdout, res.Stderr)

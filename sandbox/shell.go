@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Shell is a persistent /bin/sh in a bubblewrap jail. It starts on the
@@ -211,6 +213,15 @@ func (s *Shell) ensureJail() (*jail, error) {
 	if err != nil {
 		return nil, err
 	}
+	// dash's ulimit has no -u: set RLIMIT_NPROC on the shell itself, before
+	// it runs any command. It counts every process of the host uid, so it
+	// means nothing (and is skipped) when the jail runs as root.
+	if n := s.profile.Limits.Processes; n > 0 && s.owner[0] != 0 {
+		if pid := j.shell(); pid > 0 {
+			lim := unix.Rlimit{Cur: n, Max: n}
+			_ = unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil)
+		}
+	}
 	s.jail = j
 	return j, nil
 }
@@ -225,13 +236,10 @@ func (s *Shell) initScript() string {
 	l := s.profile.Limits
 	if l.FileSizeBytes > 0 {
 		blocks := (l.FileSizeBytes + 511) / 512 // dash counts 512-byte blocks
-		b.WriteString("ulimit -H -S -f " + strconv.FormatInt(blocks, 10) + " 2>/dev/null\n")
+		b.WriteString("ulimit -f " + strconv.FormatInt(blocks, 10) + " 2>/dev/null\n")
 	}
 	if l.OpenFiles > 0 {
-		b.WriteString("ulimit -H -S -n " + strconv.FormatUint(l.OpenFiles, 10) + " 2>/dev/null\n")
-	}
-	if l.Processes > 0 && s.owner[0] != 0 {
-		b.WriteString("ulimit -H -S -u " + strconv.FormatUint(l.Processes, 10) + " 2>/dev/null\n")
+		b.WriteString("ulimit -n " + strconv.FormatUint(l.OpenFiles, 10) + " 2>/dev/null\n")
 	}
 	b.WriteString("umask 022\n")
 	b.WriteString(envScript(s.profile.Env))
