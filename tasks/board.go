@@ -1,0 +1,164 @@
+package tasks
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// component is this package's key in the schema_versions table shared by
+// every store.
+const component = "tasks"
+
+// DefaultLease is how long a claim lasts when Claim is given no lease.
+const DefaultLease = 30 * time.Minute
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// writeTx starts transactions with BEGIN IMMEDIATE whatever the DSN says:
+// a read-merge-write cycle must hold the write lock from its first read, or
+// two processes could merge the same file twice.
+var writeTx = &sql.TxOptions{Isolation: sql.LevelSerializable}
+
+// Options configures a Board.
+type Options struct {
+	// Path is the TASKS.md file. It need not exist yet: it is created on
+	// the first change.
+	Path string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Lease is used by Claim and Renew when they are given no lease;
+	// DefaultLease when zero.
+	Lease time.Duration
+}
+
+// Board is the task board of one TASKS.md file. It is safe for concurrent
+// use, and several Boards (in one process or many) may share a database
+// and a file: SQLite's write lock orders their changes.
+type Board struct {
+	db    *sql.DB
+	id    int64
+	path  string
+	now   func() time.Time
+	lease time.Duration
+
+	// mu serializes this Board's read-merge-write cycles so that goroutines
+	// queue here rather than in SQLite's busy handler.
+	mu sync.Mutex
+	// beforeWrite, when set by tests, runs after the new file is rendered
+	// and before it replaces the old one: the moment a hand edit races us.
+	beforeWrite func()
+	// write replaces the file; tests swap it to make writes fail.
+	write func(path string, data, read []byte, existed bool) error
+}
+
+// Open applies the package's migrations to db and returns the board of
+// opts.Path, registering it on first use. It does not read the file: every
+// read and change does (see Sync).
+func Open(ctx context.Context, db *sql.DB, opts Options) (*Board, error) {
+	if opts.Path == "" {
+		return nil, invalidf("open board: a TASKS.md path is required")
+	}
+	path, err := filepath.Abs(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open board: %w", err)
+	}
+	if err := Migrate(ctx, db); err != nil {
+		return nil, err
+	}
+	b := &Board{db: db, path: path, now: opts.Now, lease: opts.Lease, write: writeAtomic}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	if b.lease <= 0 {
+		b.lease = DefaultLease
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO task_boards (path) VALUES (?) ON CONFLICT (path) DO NOTHING`, path); err != nil {
+		return nil, fmt.Errorf("register board: %w", err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT id FROM task_boards WHERE path = ?`, path).Scan(&b.id); err != nil {
+		return nil, fmt.Errorf("load board: %w", err)
+	}
+	return b, nil
+}
+
+// Path returns the absolute path of the board's TASKS.md.
+func (b *Board) Path() string { return b.path }
+
+// Migrate applies the embedded migrations newer than the version recorded
+// for "tasks" in schema_versions, each in its own transaction. Open calls
+// it; it is exported for tools that only need the schema.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_versions (
+		component TEXT PRIMARY KEY,
+		version INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("create schema_versions: %w", err)
+	}
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return fmt.Errorf("read migrations: %w", err)
+	}
+	versions := map[int]string{}
+	var order []int
+	for _, e := range entries {
+		prefix, _, _ := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(prefix)
+		if err != nil {
+			return fmt.Errorf("parse migration name %q: %w", e.Name(), err)
+		}
+		versions[v] = e.Name()
+		order = append(order, v)
+	}
+	sort.Ints(order)
+	for _, v := range order {
+		if err := migrateTo(ctx, db, v, versions[v]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migrateTo applies one migration unless it is already recorded; the
+// version is read inside the transaction so that two processes opening one
+// database cannot both apply it.
+func migrateTo(ctx context.Context, db *sql.DB, version int, name string) error {
+	body, err := migrationFS.ReadFile("migrations/" + name)
+	if err != nil {
+		return fmt.Errorf("read migration %s: %w", name, err)
+	}
+	tx, err := db.BeginTx(ctx, writeTx)
+	if err != nil {
+		return fmt.Errorf("begin migration %s: %w", name, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after commit
+	var current int
+	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_versions WHERE component = ?`, component).Scan(&current)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if current >= version {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return fmt.Errorf("apply migration %s: %w", name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_versions (component, version) VALUES (?, ?)
+		ON CONFLICT (component) DO UPDATE SET version = excluded.version`, component, version); err != nil {
+		return fmt.Errorf("record schema version %d: %w", version, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit migration %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package tasks
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// A claim is a row in task_claims with an expiry. Taking one is a single
+// upsert whose WHERE clause only lets it through when the row is free
+// (absent or expired) or already the caller's, so of two claimers exactly
+// one wins even across processes.
+
+const claimSQL = `INSERT INTO task_claims (board_id, num, holder_user, holder_session, claimed_at, expires_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (board_id, num) DO UPDATE SET
+	holder_user = excluded.holder_user,
+	holder_session = excluded.holder_session,
+	claimed_at = CASE WHEN task_claims.holder_user = excluded.holder_user
+		AND task_claims.holder_session = excluded.holder_session
+		AND task_claims.expires_at > ?5 THEN task_claims.claimed_at ELSE excluded.claimed_at END,
+	expires_at = excluded.expires_at
+WHERE task_claims.expires_at <= ?5
+	OR (task_claims.holder_user = excluded.holder_user AND task_claims.holder_session = excluded.holder_session)
+RETURNING claimed_at`
+
+// Claim gives holder a lease of the given length on the task (the board's
+// default lease when zero). Claiming a task one already holds renews it.
+// When someone else holds a live claim the error is a *ClaimedError naming
+// them (errors.Is(err, ErrClaimed)). Claiming sets the task's owner to
+// holder.User and moves an open task to in_progress; a done task cannot
+// be claimed.
+func (b *Board) Claim(ctx context.Context, id string, holder Holder, lease time.Duration) (Task, error) {
+	return b.claim(ctx, id, holder, lease, false)
+}
+
+// Renew extends holder's claim on the task. It fails with CodeClaimed when
+// the holder no longer has it (someone else took it after it expired, or
+// it was released).
+func (b *Board) Renew(ctx context.Context, id string, holder Holder, lease time.Duration) (Task, error) {
+	return b.claim(ctx, id, holder, lease, true)
+}
+
+func (b *Board) claim(ctx context.Context, id string, holder Holder, lease time.Duration, renew bool) (Task, error) {
+	n, err := parseID(id)
+	if err != nil {
+		return Task{}, err
+	}
+	if err := checkHolder(holder); err != nil {
+		return Task{}, err
+	}
+	if lease < 0 {
+		return Task{}, invalidf("lease must not be negative")
+	}
+	if lease == 0 {
+		lease = b.lease
+	}
+	st, err := b.run(ctx, nil, func(ctx context.Context, st *state) error {
+		if err := st.need(n); err != nil {
+			return err
+		}
+		it := st.db[n]
+		if it.Status == StatusDone {
+			return &Error{Code: CodeInvalid, TaskID: taskID(n), Message: taskID(n) + " is done: set its status to open before claiming it"}
+		}
+		if renew {
+			if err := st.mustHold(ctx, n, holder); err != nil {
+				return err
+			}
+		}
+		var at int64
+		err := st.tx.QueryRowContext(ctx, claimSQL, st.board.id, n, holder.User, holder.Session,
+			ms(st.now), ms(st.now.Add(lease))).Scan(&at)
+		if errors.Is(err, sql.ErrNoRows) {
+			c, err := liveClaim(ctx, st.tx, st.board.id, n, st.now)
+			if err != nil {
+				return err
+			}
+			if c == nil { // cannot happen inside the write lock; say so plainly
+				return fmt.Errorf("claim %s: lost a race with an expiring claim", taskID(n))
+			}
+			return &ClaimedError{TaskID: taskID(n), Holder: c.Holder, Until: c.ExpiresAt}
+		}
+		if err != nil {
+			return fmt.Errorf("claim %s: %w", taskID(n), err)
+		}
+		if it.Owner != holder.User || it.Status == StatusOpen {
+			it.Owner = holder.User
+			if it.Status == StatusOpen {
+				it.Status = StatusInProgress
+			}
+			st.db[n] = it
+			st.dirty[n] = true
+		}
+		return nil
+	})
+	return result(st, n, err)
+}
+
+// mustHold fails unless holder has the claim on task n (live, or expired
+// but not taken by anyone since).
+func (st *state) mustHold(ctx context.Context, n int, holder Holder) error {
+	var h Holder
+	var until int64
+	err := st.tx.QueryRowContext(ctx, `SELECT holder_user, holder_session, expires_at FROM task_claims
+		WHERE board_id = ? AND num = ?`, st.board.id, n).Scan(&h.User, &h.Session, &until)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("load claim of %s: %w", taskID(n), err)
+	case h == holder:
+		return nil
+	case until > ms(st.now):
+		return &ClaimedError{TaskID: taskID(n), Holder: h, Until: fromMS(until)}
+	}
+	return &Error{Code: CodeClaimed, TaskID: taskID(n), Message: fmt.Sprintf("%s is not claimed by %s", taskID(n), holder)}
+}
+
+// Release gives up holder's claim on the task. The task keeps its status
+// and owner.
+func (b *Board) Release(ctx context.Context, id string, holder Holder) error {
+	n, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	_, err = b.run(ctx, nil, func(ctx context.Context, st *state) error {
+		if _, ok := st.db[n]; !ok {
+			return notFound(n)
+		}
+		if err := st.mustHold(ctx, n, holder); err != nil {
+			return err
+		}
+		_, err := st.tx.ExecContext(ctx, `DELETE FROM task_claims WHERE board_id = ? AND num = ?`, st.board.id, n)
+		if err != nil {
+			return fmt.Errorf("release %s: %w", taskID(n), err)
+		}
+		return nil
+	})
+	return err
+}
+
+// ReleaseSession releases every claim held by a session, on every board
+// in the database: call it when a session is archived or deleted. It
+// returns how many claims were released. Tasks keep their status and
+// owner; the file is not rewritten.
+func (b *Board) ReleaseSession(ctx context.Context, sessionID string) (int, error) {
+	if sessionID == "" {
+		return 0, invalidf("release session: a session id is required")
+	}
+	res, err := b.db.ExecContext(ctx, `DELETE FROM task_claims WHERE holder_session = ?`, sessionID)
+	if err != nil {
+		return 0, fmt.Errorf("release session %s: %w", sessionID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("release session %s: %w", sessionID, err)
+	}
+	return int(n), nil
+}
+
+// ClaimOf returns the task on this board that a session holds a live
+// claim on (the most recently claimed one if it holds several), and false
+// when it holds none. It reads the database only, so it is cheap enough
+// to call on every metered event.
+func (b *Board) ClaimOf(ctx context.Context, sessionID string) (Task, bool, error) {
+	now := b.now().UTC()
+	var num int
+	err := b.db.QueryRowContext(ctx, `SELECT num FROM task_claims
+		WHERE board_id = ? AND holder_session = ? AND expires_at > ?
+		ORDER BY claimed_at DESC, num DESC LIMIT 1`, b.id, sessionID, ms(now)).Scan(&num)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, false, nil
+	}
+	if err != nil {
+		return Task{}, false, fmt.Errorf("find claim of session %s: %w", sessionID, err)
+	}
+	items, err := loadItems(ctx, b.db, b.id)
+	if err != nil {
+		return Task{}, false, err
+	}
+	c, err := liveClaim(ctx, b.db, b.id, num, now)
+	if err != nil {
+		return Task{}, false, err
+	}
+	t := toTask(items[num])
+	t.Claim = c
+	return t, true, nil
+}
+
+// checkHolder validates a claimant.
+func checkHolder(h Holder) error {
+	if err := checkUser(h.User); err != nil {
+		return err
+	}
+	if strings.TrimSpace(h.Session) == "" {
+		return invalidf("a session id is required to claim a task")
+	}
+	return checkText("session id", h.Session)
+}

@@ -1,0 +1,371 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// A sync is a three-way merge. The base is what the file said after the
+// last sync; a task that differs from it only in the file was edited by
+// hand and goes to the board, one that differs only on the board is
+// written to the file, and one that differs on both sides in different
+// ways is a conflict: both sides are left alone and the base is kept, so
+// the conflict stays reported until someone settles it.
+
+// Side picks the version that wins when resolving a conflict.
+type Side int
+
+// The sides of a conflict.
+const (
+	KeepFile  Side = iota + 1 // the hand edit in TASKS.md wins
+	KeepBoard                 // the board's version is written to the file
+)
+
+// Conflict is a task changed both in the file and on the board since the
+// last sync. A nil version means the task was deleted on that side.
+type Conflict struct {
+	TaskID string
+	File   *Task
+	Board  *Task
+}
+
+// SyncReport says what a sync did.
+type SyncReport struct {
+	Imported  []string // tasks added or edited by hand in the file, now on the board
+	Removed   []string // tasks deleted from the file, now gone from the board
+	Written   bool     // whether the file was rewritten
+	Conflicts []Conflict
+}
+
+// errFileChanged says the file changed while we were rewriting it.
+var errFileChanged = errors.New("file changed during sync")
+
+// state is one read-merge-write cycle.
+type state struct {
+	board     *Board
+	tx        querier
+	now       time.Time
+	doc       *document
+	base      map[int]item
+	file      map[int]item
+	db        map[int]item
+	claims    map[int]Claim // live claims, loaded at the end of the cycle
+	conflicts map[int]bool
+	dirty     map[int]bool // board tasks to save (or delete when absent from db)
+	resolve   map[int]Side // conflicts to settle in this cycle
+	resolved  map[int]bool
+	nextNum   int
+	inFile    bool // the file holds the rendered board
+	report    SyncReport
+}
+
+// op is a change applied between the merge and the write-back.
+type op func(ctx context.Context, st *state) error
+
+// run merges the file, applies fn (if any) and writes the file back, all
+// inside one write transaction. If the file changes between our read and
+// our rename, nothing is committed and the cycle starts again, so a hand
+// edit is never lost to a race.
+func (b *Board) run(ctx context.Context, resolve map[int]Side, fn op) (*state, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for range 5 {
+		st, err := b.runOnce(ctx, resolve, fn)
+		if !errors.Is(err, errFileChanged) {
+			return st, err
+		}
+	}
+	return nil, fmt.Errorf("write %s: the file kept changing while it was being rewritten; try again", b.path)
+}
+
+func (b *Board) runOnce(ctx context.Context, resolve map[int]Side, fn op) (*state, error) {
+	tx, err := b.db.BeginTx(ctx, writeTx)
+	if err != nil {
+		return nil, fmt.Errorf("begin sync: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after commit
+	// Read the file only once we hold the write lock: another writer may
+	// have just rewritten it.
+	raw, exists, err := readFile(b.path)
+	if err != nil {
+		return nil, err
+	}
+	st := &state{board: b, tx: tx, now: b.now().UTC(), doc: parse(raw), conflicts: map[int]bool{},
+		dirty: map[int]bool{}, resolve: resolve, resolved: map[int]bool{}}
+	if st.base, st.nextNum, err = loadBoard(ctx, tx, b.id); err != nil {
+		return nil, err
+	}
+	if st.file, err = fileItems(st.doc, b.path); err != nil {
+		return nil, err
+	}
+	if !exists {
+		// A missing file is no hand edit: it is written afresh.
+		st.file = st.base
+	}
+	if st.db, err = loadItems(ctx, tx, b.id); err != nil {
+		return nil, err
+	}
+	st.merge()
+	// Hand edits reach the tables before fn runs, so that fn can claim a
+	// task that was just added to the file.
+	if err := st.flush(ctx, tx); err != nil {
+		return nil, err
+	}
+	if fn != nil {
+		if err := fn(ctx, st); err != nil {
+			return nil, err
+		}
+	}
+	if err := st.flush(ctx, tx); err != nil {
+		return nil, err
+	}
+	if st.claims, err = loadClaims(ctx, tx, b.id, st.now); err != nil {
+		return nil, err
+	}
+	out := st.render()
+	var writeErr error
+	st.inFile = bytes.Equal(out, raw) && exists
+	if !st.inFile || (!exists && len(st.db) > 0) {
+		writeErr = st.verify(out)
+		if writeErr == nil {
+			if b.beforeWrite != nil {
+				b.beforeWrite()
+			}
+			writeErr = b.write(b.path, out, raw, exists)
+		}
+		if errors.Is(writeErr, errFileChanged) {
+			return nil, writeErr // roll back and merge the new hand edit
+		}
+		st.report.Written = writeErr == nil
+		st.inFile = st.report.Written
+	}
+	if err := saveBoard(ctx, tx, b.id, st.newBase(), st.nextNum, st.now); err != nil {
+		return nil, err
+	}
+	// The board is the source of truth, so its changes are committed even
+	// when the file cannot be written; the base then still says what the
+	// file says, and the next sync writes the changes or reports a conflict.
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit sync: %w", err)
+	}
+	if writeErr != nil {
+		return st, &unwrittenError{path: b.path, err: writeErr}
+	}
+	return st, nil
+}
+
+// ErrNotWritten matches the error returned when a change was saved on the
+// board but the file could not be written; the next sync retries.
+var ErrNotWritten = errors.New("saved on the board, but the task file was not written")
+
+type unwrittenError struct {
+	path string
+	err  error
+}
+
+func (e *unwrittenError) Error() string {
+	return fmt.Sprintf("saved on the board, but %s was not written (the next sync retries): %v", e.path, e.err)
+}
+
+func (e *unwrittenError) Unwrap() []error { return []error{ErrNotWritten, e.err} }
+
+// verify re-reads what is about to be written: a task that would not read
+// back as the board has it (say, below a code fence that never closes)
+// must not reach the file, where the next sync would take it as deleted.
+func (st *state) verify(out []byte) error {
+	got, err := fileItems(parse(out), st.board.path)
+	if err != nil {
+		return err
+	}
+	for n, it := range st.db {
+		if g, ok := got[n]; !st.conflicts[n] && (!ok || !equalItems(g, it)) {
+			return fmt.Errorf("render %s: %s would not read back as written; is a code block left open above it?", st.board.path, taskID(n))
+		}
+	}
+	return nil
+}
+
+// newBase is what the file says after this cycle: the board's tasks when
+// the file holds them, the file's own when it could not be written; a conflict keeps its old
+// ancestor so that it is seen again next time.
+func (st *state) newBase() map[int]item {
+	from := st.db
+	if !st.inFile {
+		from = st.file
+	}
+	base := map[int]item{}
+	for n, it := range from {
+		base[n] = it
+	}
+	for n := range st.conflicts {
+		delete(base, n)
+		if b, ok := st.base[n]; ok {
+			base[n] = b
+		}
+	}
+	return base
+}
+
+// fileItems indexes the document's tasks; an id used twice is an error
+// because either copy could be the one that is meant.
+func fileItems(d *document, path string) (map[int]item, error) {
+	items := map[int]item{}
+	lines := map[int]int{}
+	for _, t := range d.tasks() {
+		if first, dup := lines[t.Num]; dup {
+			return nil, &Error{Code: CodeInvalid, TaskID: taskID(t.Num), Message: fmt.Sprintf(
+				"%s: %s appears twice (lines %d and %d): give one of them a new id", path, taskID(t.Num), first, t.lineNo)}
+		}
+		lines[t.Num] = t.lineNo
+		items[t.Num] = t.item
+	}
+	return items, nil
+}
+
+// merge takes hand edits from the file into st.db and finds conflicts.
+func (st *state) merge() {
+	for _, n := range union(st.base, st.file, st.db) {
+		b, inB := st.base[n]
+		f, inF := st.file[n]
+		d, inD := st.db[n]
+		side, resolving := st.resolve[n]
+		switch {
+		case same(b, inB, f, inF), same(f, inF, d, inD):
+			// No hand edit, or the same edit on both sides.
+		case same(b, inB, d, inD):
+			st.take(n, f, inF)
+		case resolving:
+			st.resolved[n] = true
+			if side == KeepFile {
+				st.take(n, f, inF)
+			}
+			// KeepBoard: render writes the board's version over the file's.
+		default:
+			st.conflicts[n] = true
+			st.report.Conflicts = append(st.report.Conflicts, Conflict{TaskID: taskID(n), File: maybeTask(f, inF), Board: maybeTask(d, inD)})
+		}
+		if n >= st.nextNum {
+			st.nextNum = n + 1
+		}
+	}
+}
+
+// take puts the file's version of task n on the board.
+func (st *state) take(n int, f item, inF bool) {
+	st.dirty[n] = true
+	if inF {
+		st.db[n] = f
+		st.report.Imported = append(st.report.Imported, taskID(n))
+		return
+	}
+	delete(st.db, n)
+	st.report.Removed = append(st.report.Removed, taskID(n))
+}
+
+// flush saves the dirty tasks.
+func (st *state) flush(ctx context.Context, q querier) error {
+	for _, n := range sortedKeys(st.dirty) {
+		var err error
+		if it, ok := st.db[n]; ok {
+			err = saveItem(ctx, q, st.board.id, it, st.now)
+		} else {
+			err = deleteItem(ctx, q, st.board.id, n)
+		}
+		if err != nil {
+			return err
+		}
+		delete(st.dirty, n)
+	}
+	return nil
+}
+
+// render writes the board's tasks into the document, leaving conflicts
+// as the file has them.
+func (st *state) render() []byte {
+	for _, n := range union(st.db, st.docNums()) {
+		if st.conflicts[n] {
+			continue
+		}
+		d, inD := st.db[n]
+		t := st.doc.find(n)
+		switch {
+		case inD && t == nil:
+			st.doc.insert(d)
+		case inD && !equalItems(t.item, d):
+			st.doc.set(t, d)
+		case !inD && t != nil:
+			st.doc.remove(t)
+		}
+	}
+	return st.doc.bytes()
+}
+
+func (st *state) docNums() map[int]item {
+	m := map[int]item{}
+	for _, t := range st.doc.tasks() {
+		m[t.Num] = t.item
+	}
+	return m
+}
+
+// task returns the board's view of task n.
+func (st *state) task(n int) Task {
+	t := toTask(st.db[n])
+	if c, ok := st.claims[n]; ok {
+		t.Claim = &c
+	}
+	t.Conflict = st.conflicts[n]
+	return t
+}
+
+func toTask(it item) Task {
+	return Task{ID: taskID(it.Num), Title: it.Title, Status: it.Status, Owner: it.Owner, Link: it.Link,
+		Notes: append([]Note(nil), it.Notes...)}
+}
+
+func maybeTask(it item, ok bool) *Task {
+	if !ok {
+		return nil
+	}
+	t := toTask(it)
+	return &t
+}
+
+func same(a item, inA bool, b item, inB bool) bool {
+	return inA == inB && (!inA || equalItems(a, b))
+}
+
+func equalItems(a, b item) bool {
+	if a.Num != b.Num || a.Title != b.Title || a.Status != b.Status || a.Owner != b.Owner || a.Link != b.Link || len(a.Notes) != len(b.Notes) {
+		return false
+	}
+	for i := range a.Notes {
+		if !a.Notes[i].equal(b.Notes[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func union(ms ...map[int]item) []int {
+	seen := map[int]bool{}
+	for _, m := range ms {
+		for n := range m {
+			seen[n] = true
+		}
+	}
+	return sortedKeys(seen)
+}
+
+func sortedKeys(m map[int]bool) []int {
+	ns := make([]int, 0, len(m))
+	for n := range m {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	return ns
+}
