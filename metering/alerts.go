@@ -85,10 +85,10 @@ type querier interface {
 
 // value sums a threshold's metric from the daily rollup.
 func value(ctx context.Context, q querier, t threshold, k checkKey) (int64, error) {
-	query := "SELECT coalesce(sum(" + metricSQL[t.Metric] + "), 0) FROM usage_daily WHERE user = ?"
+	query := "SELECT coalesce(sum(" + metricSQL[t.Metric] + "), 0) FROM usage_daily WHERE user_id = ?"
 	args := []any{k.user}
 	if t.Scope == ScopeSession {
-		query += " AND session = ?"
+		query += " AND session_id = ?"
 		args = append(args, k.session)
 	}
 	if k.period >= 0 {
@@ -107,7 +107,7 @@ func value(ctx context.Context, q querier, t threshold, k checkKey) (int64, erro
 func (m *Meter) fire(ctx context.Context, q querier, t threshold, k checkKey) (*Alert, error) {
 	var one int
 	err := q.QueryRowContext(ctx, `SELECT 1 FROM usage_alerts
-		WHERE threshold = ? AND user = ? AND session = ? AND period = ?`,
+		WHERE threshold = ? AND user_id = ? AND session_id = ? AND period = ?`,
 		k.threshold, k.user, k.session, k.period).Scan(&one)
 	if err == nil {
 		return nil, nil
@@ -127,7 +127,7 @@ func (m *Meter) fire(ctx context.Context, q querier, t threshold, k checkKey) (*
 	if k.period >= 0 {
 		a.Day = dayString(k.period)
 	}
-	res, err := q.ExecContext(ctx, `INSERT INTO usage_alerts (threshold, scope, user, session,
+	res, err := q.ExecContext(ctx, `INSERT INTO usage_alerts (threshold, scope, user_id, session_id,
 		period, metric, limit_val, value, enforce, fired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`, a.Threshold, string(a.Scope), a.User, a.Session, k.period,
 		string(a.Metric), a.Limit, a.Value, a.Enforce, a.FiredAt.UnixMilli())
@@ -142,7 +142,7 @@ func (m *Meter) fire(ctx context.Context, q querier, t threshold, k checkKey) (*
 	return &a, nil
 }
 
-const alertColumns = `id, threshold, scope, user, session, period, metric, limit_val, value,
+const alertColumns = `id, threshold, scope, user_id, session_id, period, metric, limit_val, value,
 	enforce, fired_at`
 
 // Alerts lists the alerts fired for a user, newest first.
@@ -150,7 +150,7 @@ func (m *Meter) Alerts(ctx context.Context, user string) ([]Alert, error) {
 	if user == "" {
 		return nil, invalidf("alerts: user is required")
 	}
-	return m.queryAlerts(ctx, `SELECT `+alertColumns+` FROM usage_alerts WHERE user = ?
+	return m.queryAlerts(ctx, `SELECT `+alertColumns+` FROM usage_alerts WHERE user_id = ?
 		ORDER BY fired_at DESC, id DESC`, user)
 }
 
@@ -218,7 +218,7 @@ func (m *Meter) Enforced(ctx context.Context, user, session string) (blocked boo
 // path (not reached) only reads; a transaction is opened only to fire a newly reached threshold.
 func (m *Meter) enforcedBy(ctx context.Context, t threshold, k checkKey) (string, error) {
 	found, err := m.queryAlerts(ctx, `SELECT `+alertColumns+` FROM usage_alerts
-		WHERE threshold = ? AND user = ? AND session = ? AND period = ?`,
+		WHERE threshold = ? AND user_id = ? AND session_id = ? AND period = ?`,
 		k.threshold, k.user, k.session, k.period)
 	if err != nil {
 		return "", err

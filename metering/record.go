@@ -58,8 +58,8 @@ type row struct {
 	costMicros, unpriced      int64
 }
 
-// EstimateTokens estimates the tokens a text of n bytes costs a model: about four bytes a token
-// for English and code, rounded up.
+// EstimateTokens estimates the tokens a text of the given size costs a model: about four bytes
+// a token for English and code, rounded up.
 func EstimateTokens(bytes int64) int64 {
 	if bytes <= 0 {
 		return 0
@@ -132,6 +132,9 @@ func (m *Meter) RecordBatch(ctx context.Context, records []Record) ([]Alert, err
 	for i, r := range records {
 		w, err := m.prepare(r)
 		if err != nil {
+			if len(records) > 1 {
+				err = fmt.Errorf("batch item %d: %w", i, err)
+			}
 			return nil, err
 		}
 		rows[i] = w
@@ -155,7 +158,7 @@ func (m *Meter) RecordBatch(ctx context.Context, records []Record) ([]Alert, err
 	return fired, nil
 }
 
-const insertRecordSQL = `INSERT INTO usage_records (ts, day, user, session, task, client, model,
+const insertRecordSQL = `INSERT INTO usage_records (ts, day, user_id, session_id, task_id, client, model,
 	kind, tool, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
 	unpriced) VALUES `
 
@@ -202,7 +205,7 @@ func insertSQL(n int) string {
 	return insertRecordSQL + strings.Repeat(recordPlaceholders+", ", n-1) + recordPlaceholders
 }
 
-const upsertDailySQL = `INSERT INTO usage_daily (user, day, session, task, client, model, kind,
+const upsertDailySQL = `INSERT INTO usage_daily (user_id, day, session_id, task_id, client, model, kind,
 	records, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
 	unpriced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO UPDATE SET

@@ -27,8 +27,8 @@ const (
 // groupColumns maps each dimension to the column it reads in both usage_records and usage_daily.
 // Only these constants ever reach SQL text.
 var groupColumns = map[GroupBy]string{
-	GroupSession: "session", GroupTask: "task", GroupClient: "client", GroupModel: "model",
-	GroupDay: "day", GroupUser: "user", GroupKind: "kind",
+	GroupSession: "session_id", GroupTask: "task_id", GroupClient: "client", GroupModel: "model",
+	GroupDay: "day", GroupUser: "user_id", GroupKind: "kind",
 }
 
 // ParseGroupBy validates a group-by name from a tool argument or a flag.
@@ -196,7 +196,7 @@ func (m *Meter) sumInto(ctx context.Context, groups map[string]*Totals, unpriced
 	where := rangeCol + " >= ? AND " + rangeCol + " < ?"
 	args := []any{s.lo, s.hi}
 	if user != "" {
-		where = "user = ? AND " + where
+		where = "user_id = ? AND " + where
 		args = append([]any{user}, args...)
 	}
 	rows, err := m.db.QueryContext(ctx, `SELECT `+col+`, `+count+`, SUM(input_tokens),
@@ -259,7 +259,7 @@ func (m *Meter) alertsIn(ctx context.Context, q ReportQuery) ([]Alert, error) {
 	query := `SELECT ` + alertColumns + ` FROM usage_alerts WHERE fired_at >= ? AND fired_at < ?`
 	args := []any{lo, hi}
 	if q.User != "" {
-		query += ` AND user = ?`
+		query += ` AND user_id = ?`
 		args = append(args, q.User)
 	}
 	alerts, err := m.queryAlerts(ctx, query+` ORDER BY fired_at DESC, id DESC`, args...)

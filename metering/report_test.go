@@ -85,7 +85,7 @@ func TestReportsSumToRecordsEveryWay(t *testing.T) {
 			q := ReportQuery{User: scope, AllUsers: scope == "", Since: rg.since, Until: rg.until}
 			w, a := where, args
 			if scope != "" {
-				w, a = "user = ? AND "+where, append([]any{scope}, args...)
+				w, a = "user_id = ? AND "+where, append([]any{scope}, args...)
 			}
 			want := rawTotals(t, db, w, a...)
 			if want.Records == 0 {

@@ -32,14 +32,14 @@ func (m *Meter) Purge(ctx context.Context) (int64, error) {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM usage_daily WHERE day <= ?`, cutoffDay); err != nil {
 		return 0, fmt.Errorf("delete daily rollup: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_daily (user, day, session, task, client,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_daily (user_id, day, session_id, task_id, client,
 		model, kind, records, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens,
 		cost_micros, unpriced)
-		SELECT user, day, session, task, client, model, kind, COUNT(*), SUM(input_tokens),
+		SELECT user_id, day, session_id, task_id, client, model, kind, COUNT(*), SUM(input_tokens),
 			SUM(output_tokens), SUM(cached_tokens), SUM(tool_bytes), SUM(tool_tokens),
 			SUM(cost_micros), SUM(unpriced)
 		FROM usage_records WHERE ts >= ? AND ts < ?
-		GROUP BY user, day, session, task, client, model, kind`,
+		GROUP BY user_id, day, session_id, task_id, client, model, kind`,
 		cutoff, (cutoffDay+1)*msPerDay); err != nil {
 		return 0, fmt.Errorf("rebuild daily rollup: %w", err)
 	}
