@@ -32,6 +32,11 @@ serve *ARGS: deps build
 # Run every test against real jails, SQLite and git.
 test: deps
     go test -count=1 -timeout 20m ./...
+    just conformance
+
+# Run the official MCP conformance suite against `serve http --auth none` (installs Node 22 into bin/).
+conformance: deps
+    ./mcp/conformance/run.sh
 
 # Run the benchmarks (numbers go in issue notes).
 bench: deps
