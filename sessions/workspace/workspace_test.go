@@ -1,0 +1,262 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gitRepo makes a real repository with git itself: two commits on main, a
+// tag v1 on the first, and a branch "feature".
+func gitRepo(t *testing.T) (dir, first, second string) {
+	t.Helper()
+	dir = t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t",
+			"GIT_COMMITTER_EMAIL=t@t", "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q", "-b", "main")
+	write(t, dir, "README.md", "version one\n")
+	write(t, dir, "src/keep.go", "package src\n")
+	write(t, dir, "gone.txt", "to be deleted\n")
+	git("add", "-A")
+	git("commit", "-q", "-m", "first")
+	first = git("rev-parse", "HEAD")
+	git("tag", "v1")
+	git("branch", "feature")
+	write(t, dir, "README.md", "version two\n")
+	git("commit", "-q", "-am", "second")
+	second = git("rev-parse", "HEAD")
+	git("checkout", "-q", "feature")
+	write(t, dir, "feature.txt", "on the branch\n")
+	git("add", "-A")
+	git("commit", "-q", "-m", "feature work")
+	git("checkout", "-q", "main")
+	return dir, first, second
+}
+
+func write(t *testing.T, dir, name, content string) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestCloneByPathAndURL(t *testing.T) {
+	src, _, second := gitRepo(t)
+	before := read(t, filepath.Join(src, ".git", "HEAD"))
+	for _, source := range []string{src, "file://" + src} {
+		dir := filepath.Join(t.TempDir(), "ws")
+		p, err := Prepare(context.Background(), Spec{Source: source, Dir: dir})
+		if err != nil {
+			t.Fatalf("Prepare(%s): %v", source, err)
+		}
+		if p.Mode != Clone || p.Commit != second {
+			t.Errorf("%s: mode %s commit %s, want clone at %s", source, p.Mode, p.Commit, second)
+		}
+		if got := read(t, filepath.Join(dir, "README.md")); got != "version two\n" {
+			t.Errorf("%s: README = %q", source, got)
+		}
+	}
+	if after := read(t, filepath.Join(src, ".git", "HEAD")); after != before {
+		t.Errorf("the source repository changed: HEAD %q → %q", before, after)
+	}
+}
+
+func TestCloneRefs(t *testing.T) {
+	src, first, _ := gitRepo(t)
+	cases := []struct{ ref, file, want string }{
+		{"v1", "README.md", "version one\n"},
+		{"feature", "feature.txt", "on the branch\n"},
+		{first, "README.md", "version one\n"},
+		{first[:10], "README.md", "version one\n"},
+	}
+	for _, c := range cases {
+		dir := filepath.Join(t.TempDir(), "ws")
+		var progress strings.Builder
+		p, err := Prepare(context.Background(), Spec{Source: src, Ref: c.ref, Dir: dir, Progress: &progress})
+		if err != nil {
+			t.Fatalf("ref %s: %v", c.ref, err)
+		}
+		if got := read(t, filepath.Join(dir, c.file)); got != c.want {
+			t.Errorf("ref %s: %s = %q, want %q", c.ref, c.file, got, c.want)
+		}
+		if !strings.Contains(progress.String(), "checked out "+p.Commit) {
+			t.Errorf("ref %s: progress %q", c.ref, progress.String())
+		}
+	}
+}
+
+func TestPrepareBadInput(t *testing.T) {
+	src, _, _ := gitRepo(t)
+	plain := t.TempDir()
+	file := filepath.Join(plain, "f")
+	write(t, plain, "f", "x")
+	cases := []Spec{
+		{Source: src, Ref: "no-such-branch", Dir: filepath.Join(t.TempDir(), "a")},
+		{Source: src, Ref: "--upload-pack=evil", Dir: filepath.Join(t.TempDir(), "b")},
+		{Source: src, Ref: "a..b", Dir: filepath.Join(t.TempDir(), "c")},
+		{Source: "/does/not/exist"},
+		{Source: file},
+		{Source: plain, Ref: "main"},
+		{Mode: "copy", Source: src},
+		{Mode: Empty, Source: src},
+		{Source: "https://user:secret@example.invalid/repo.git", Dir: filepath.Join(t.TempDir(), "d")},
+	}
+	for _, spec := range cases {
+		_, err := Prepare(context.Background(), spec)
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("Prepare(%+v) = %v, want ErrInvalid", spec, err)
+		}
+		if spec.Dir != "" {
+			if _, err := os.Stat(spec.Dir); err == nil {
+				t.Errorf("Prepare(%+v) left %s behind", spec, spec.Dir)
+			}
+		}
+	}
+}
+
+func TestBindAndEmpty(t *testing.T) {
+	plain := t.TempDir()
+	p, err := Prepare(context.Background(), Spec{Source: plain})
+	if err != nil || p.Mode != Bind || p.Dir != plain {
+		t.Fatalf("bind: %+v %v", p, err)
+	}
+	dir := filepath.Join(t.TempDir(), "empty")
+	p, err = Prepare(context.Background(), Spec{Dir: dir})
+	if err != nil || p.Mode != Empty {
+		t.Fatalf("empty: %+v %v", p, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("empty workspace has %d entries", len(entries))
+	}
+}
+
+func TestDiffAgainstBase(t *testing.T) {
+	src, _, _ := gitRepo(t)
+	dir := filepath.Join(t.TempDir(), "ws")
+	p, err := Prepare(context.Background(), Spec{Source: src, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := OpenAudit(filepath.Join(t.TempDir(), "audit.git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, ".gitignore", "*.log\n")
+	ctx := context.Background()
+	if _, err := a.SetBase(ctx, dir, p.Commit); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := a.Diff(ctx, dir, 0); err != nil || len(d.Files) != 0 || d.Patch != "" {
+		t.Fatalf("fresh workspace diff: %+v %v", d, err)
+	}
+	write(t, dir, "README.md", "version two\nplus a line\n")          // modified
+	write(t, dir, "new/added.txt", "brand new\n")                     // untracked
+	write(t, dir, "debug.log", "ignored\n")                           // ignored
+	write(t, dir, "blob.bin", "\x00\x01\x02binary")                   // binary, untracked
+	if err := os.Remove(filepath.Join(dir, "gone.txt")); err != nil { // deleted
+		t.Fatal(err)
+	}
+	d, err := a.Diff(ctx, dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]FileChange{}
+	for _, f := range d.Files {
+		got[f.Path] = f
+	}
+	want := map[string]FileChange{
+		"README.md":     {Path: "README.md", Status: "modified", Additions: 1},
+		"new/added.txt": {Path: "new/added.txt", Status: "added", Additions: 1},
+		"gone.txt":      {Path: "gone.txt", Status: "deleted", Deletions: 1},
+		"blob.bin":      {Path: "blob.bin", Status: "added", Binary: true},
+	}
+	if len(got) != len(want) {
+		t.Errorf("changed files %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if g := got[k]; g != w {
+			t.Errorf("%s: %+v, want %+v", k, g, w)
+		}
+	}
+	for _, s := range []string{"+plus a line", "+brand new", "-to be deleted", "--- a/gone.txt", "+++ b/new/added.txt"} {
+		if !strings.Contains(d.Patch, s) {
+			t.Errorf("patch lacks %q:\n%s", s, d.Patch)
+		}
+	}
+	if strings.Contains(d.Patch, "debug.log") {
+		t.Error("an ignored file is in the diff")
+	}
+	small, _ := a.Diff(ctx, dir, 40)
+	if !small.Truncated || len(small.Files) != 4 {
+		t.Errorf("capped diff: truncated %v files %d", small.Truncated, len(small.Files))
+	}
+}
+
+func TestSnapshotsFormAHistory(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.txt", "1\n")
+	a, err := OpenAudit(filepath.Join(t.TempDir(), "audit.git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	base, err := a.SetBase(ctx, dir, "empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "a.txt", "2\n")
+	if _, err := a.Snapshot(ctx, dir, "pause"); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "b.txt", "3\n")
+	last, err := a.Snapshot(ctx, dir, "archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := a.Snapshots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, s := range snaps {
+		reasons = append(reasons, s.Reason)
+	}
+	if strings.Join(reasons, ",") != "archive,pause,base: empty" || snaps[0].ID != last || snaps[2].ID != base {
+		t.Fatalf("snapshots %+v", snaps)
+	}
+	// Reopening finds the same history: it lives on disk.
+	b, err := OpenAudit(a.path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := b.Snapshots(); len(again) != 3 {
+		t.Fatalf("after reopen: %d snapshots", len(again))
+	}
+}
