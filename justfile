@@ -42,6 +42,10 @@ conformance: deps
 bench: deps
     go test -run '^$' -bench . -benchtime 2000x ./sandbox/
 
+# Benchmark the MCP server against its floors (bare mcp-go server, bare jailed sh), measured in the same run.
+bench-mcp: deps
+    go test -run '^$' -bench . -benchtime 2000x ./cmd/warren/
+
 # gofmt and go vet must be clean.
 lint:
     #!/usr/bin/env bash

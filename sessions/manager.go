@@ -31,9 +31,13 @@ type Manager struct {
 	store *Store
 	cfg   Config
 
-	// mu protects live and serialises default-session creation.
+	// mu protects the maps below and serialises default-session creation.
 	mu   sync.Mutex
 	live map[string]*sandbox.Shell
+	// known caches sessions already read, so that a tool call does not pay
+	// a database round trip; defaults maps owner and binding to an id.
+	known    map[string]*Session
+	defaults map[string]string
 }
 
 // NewManager returns a Manager over store.
@@ -55,7 +59,8 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	if cfg.Profile == nil {
 		cfg.Profile = sandbox.DefaultProfile
 	}
-	return &Manager{store: store, cfg: cfg, live: map[string]*sandbox.Shell{}}, nil
+	return &Manager{store: store, cfg: cfg, live: map[string]*sandbox.Shell{},
+		known: map[string]*Session{}, defaults: map[string]string{}}, nil
 }
 
 // Store returns the manager's store.
@@ -67,7 +72,31 @@ func (m *Manager) Get(ctx context.Context, user, id string) (*Session, error) {
 	if id == "" {
 		return m.defaultSession(ctx, user)
 	}
-	return m.store.Get(ctx, user, id)
+	m.mu.Lock()
+	s := m.known[id]
+	m.mu.Unlock()
+	if s != nil {
+		if s.Owner != user {
+			return nil, ErrNotFound
+		}
+		return s, nil
+	}
+	s, err := m.store.Get(ctx, user, id)
+	if err != nil {
+		return nil, err
+	}
+	return m.remember(s), nil
+}
+
+// remember caches s, or returns the copy already cached.
+func (m *Manager) remember(s *Session) *Session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.known[s.ID]; old != nil {
+		return old
+	}
+	m.known[s.ID] = s
+	return s
 }
 
 // Shell returns the live shell of session s, creating it (without starting
@@ -78,7 +107,7 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 	if sh, ok := m.live[s.ID]; ok {
 		return sh, nil
 	}
-	state := s.Shell
+	state := s.shellState()
 	sh, err := sandbox.NewShell(m.cfg.Profile(s.Workspace), sandbox.Options{State: &state})
 	if err != nil {
 		return nil, fmt.Errorf("start shell of session %s: %w", s.ID, err)
@@ -101,11 +130,31 @@ func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox
 }
 
 // SaveState records the shell's cwd and exports so that they survive a
-// restart of the server.
+// restart of the server. Unchanged state is not written again: most
+// commands change neither, and a write per command would cost more than
+// the command.
 func (m *Manager) SaveState(ctx context.Context, s *Session, sh *sandbox.Shell) error {
 	st := sh.State()
+	s.mu.Lock()
+	same := sameState(s.Shell, st)
 	s.Shell = st
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
 	return m.store.SaveShell(ctx, s.ID, st)
+}
+
+func sameState(a, b sandbox.State) bool {
+	if a.Cwd != b.Cwd || len(a.Env) != len(b.Env) {
+		return false
+	}
+	for k, v := range a.Env {
+		if w, ok := b.Env[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 // List returns user's sessions without starting anything.
@@ -138,7 +187,14 @@ func (m *Manager) defaultSession(ctx context.Context, user string) (*Session, er
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if id, ok := m.defaults[user+"\x00"+key]; ok {
+		return m.known[id], nil
+	}
 	s, err := m.store.GetDefault(ctx, user, key)
+	if err == nil {
+		m.known[s.ID] = s
+		m.defaults[user+"\x00"+key] = s.ID
+	}
 	if !errors.Is(err, ErrNotFound) {
 		return s, err
 	}
@@ -157,5 +213,7 @@ func (m *Manager) defaultSession(ctx context.Context, user string) (*Session, er
 	if err := m.store.Create(ctx, s); err != nil {
 		return nil, err
 	}
+	m.known[s.ID] = s
+	m.defaults[user+"\x00"+key] = s.ID
 	return s, nil
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/sandbox"
@@ -50,9 +51,12 @@ type Session struct {
 	Workspace  string // host directory bound at /workspace
 	State      State
 	DefaultKey string // non-empty for a user's default session of a binding
-	Shell      sandbox.State
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// Shell is the saved shell state; mu guards it once the session is
+	// shared by concurrent calls.
+	Shell     sandbox.State
+	mu        sync.Mutex
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Store reads and writes sessions in SQLite.
@@ -144,6 +148,13 @@ func (st *Store) SaveShell(ctx context.Context, id string, state sandbox.State) 
 		return fmt.Errorf("save shell state: %w", err)
 	}
 	return nil
+}
+
+// shellState returns the saved shell state.
+func (s *Session) shellState() sandbox.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Shell
 }
 
 func (st *Store) one(ctx context.Context, query string, args ...any) (*Session, error) {
