@@ -50,6 +50,9 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 		return Result{}, err
 	}
 	defer s.release()
+	s.mu.Lock()
+	died := s.jail != nil && !s.jail.alive() // e.g. a background job killed it
+	s.mu.Unlock()
 	j, err := s.ensureJail()
 	if err != nil {
 		return Result{}, err
@@ -105,6 +108,8 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 
 	start := now()
 	res := Result{}
+	// A shell that stopped reading must not hold the turn forever.
+	_ = j.stdin.SetWriteDeadline(start.Add(timeout))
 	if _, err := io.WriteString(j.stdin, script(command, r.nonce)); err != nil {
 		// The shell died between commands: start over once.
 		res.ShellRestarted = true
@@ -116,6 +121,7 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 		}
 	}
 	res.Duration = now().Sub(start)
+	res.ShellRestarted = res.ShellRestarted || died
 	for i, buf := range r.out {
 		if i == 0 {
 			res.Stdout, res.StdoutBytes = buf.bytes(), buf.total

@@ -259,3 +259,14 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("workspace that is a file: %v", err)
 	}
 }
+
+func TestShellKilledBetweenCommandsIsRestarted(t *testing.T) {
+	sh, _ := newTestShell(t)
+	mustRun(t, sh, "cd /tmp; export K=1; (sleep 0.2; kill -9 $$) >/dev/null 2>&1 &")
+	time.Sleep(800 * time.Millisecond)
+	res := mustRun(t, sh, "echo back")
+	if string(res.Stdout) != "back\n" || !res.ShellRestarted {
+		t.Fatalf("stdout %q restarted %v", res.Stdout, res.ShellRestarted)
+	}
+	assertState(t, sh, "/tmp", "K", "1")
+}
