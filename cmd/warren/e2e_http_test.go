@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestHTTPTokensOriginsAndIsolation(t *testing.T) {
@@ -94,4 +96,52 @@ func TestHTTPRefusesUnsafeListening(t *testing.T) {
 			t.Fatalf("serve http %v: %s", args, out)
 		}
 	}
+}
+
+func TestHTTPFirstStartPrintsAToken(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	cmd := exec.Command(warrenBin, "serve", "http", "--addr", "127.0.0.1:0", "--data-dir", data)
+	out := &syncBuffer{}
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var tok, url string
+	for i := 0; i < 100 && tok == ""; i++ {
+		time.Sleep(50 * time.Millisecond)
+		for _, line := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "Token:" {
+				tok = f[1]
+			} else if len(f) == 2 && f[0] == "URL:" {
+				url = f[1]
+			}
+		}
+	}
+	if tok == "" || url == "" {
+		t.Fatalf("no token printed on first start: %q", out.String())
+	}
+	user := connectHTTP(t, &httpServer{url: url}, tok)
+	if got := user.exec("echo hi"); got["stdout"] != "hi\n" {
+		t.Fatalf("with the printed token: %v", got)
+	}
+}
+
+// syncBuffer is a strings.Builder safe to read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
