@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,22 @@ type TokenStore struct {
 	db *sql.DB
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
+
+	// mu guards cache. Every MCP request carries the token; a database
+	// read and write for each would cost more than a shell command, so a
+	// good token is remembered for authTTL and its last use is written at
+	// most once per authTTL. A revocation made by another process (the
+	// CLI) takes effect within authTTL; one made here, at once.
+	mu    sync.Mutex
+	cache map[string]cachedToken
+}
+
+// authTTL is how long a checked token is trusted without the database.
+const authTTL = 5 * time.Second
+
+type cachedToken struct {
+	id, user string
+	checked  time.Time
 }
 
 // TokenInfo describes a stored token; the token itself is never stored.
@@ -41,7 +58,7 @@ func NewTokenStore(ctx context.Context, db *sql.DB) (*TokenStore, error) {
 	if err := migrateAuth(ctx, db); err != nil {
 		return nil, err
 	}
-	return &TokenStore{db: db, Now: time.Now}, nil
+	return &TokenStore{db: db, Now: time.Now, cache: map[string]cachedToken{}}, nil
 }
 
 func hashToken(tok string) string {
@@ -75,18 +92,39 @@ func (s *TokenStore) Authenticate(ctx context.Context, token string) (string, er
 	if token == "" {
 		return "", ErrBadToken
 	}
+	hash := hashToken(token)
+	now := s.Now()
+	s.mu.Lock()
+	c, ok := s.cache[hash]
+	s.mu.Unlock()
+	if ok && now.Sub(c.checked) < authTTL {
+		return c.user, nil
+	}
 	var id, user string
 	err := s.db.QueryRowContext(ctx, `SELECT id, user FROM auth_tokens WHERE hash = ? AND revoked_at IS NULL`,
-		hashToken(token)).Scan(&id, &user)
+		hash).Scan(&id, &user)
 	if errors.Is(err, sql.ErrNoRows) {
+		s.forget(hash)
 		return "", ErrBadToken
 	}
 	if err != nil {
 		return "", fmt.Errorf("check token: %w", err)
 	}
 	// Best effort: a failed bookkeeping write must not refuse a good token.
-	_, _ = s.db.ExecContext(ctx, `UPDATE auth_tokens SET last_used_at = ? WHERE id = ?`, s.Now().UTC().UnixMilli(), id)
+	_, _ = s.db.ExecContext(ctx, `UPDATE auth_tokens SET last_used_at = ? WHERE id = ?`, now.UTC().UnixMilli(), id)
+	s.mu.Lock()
+	if s.cache == nil {
+		s.cache = map[string]cachedToken{}
+	}
+	s.cache[hash] = cachedToken{id: id, user: user, checked: now}
+	s.mu.Unlock()
 	return user, nil
+}
+
+func (s *TokenStore) forget(hash string) {
+	s.mu.Lock()
+	delete(s.cache, hash)
+	s.mu.Unlock()
 }
 
 // List returns every token, revoked ones included, oldest first.
@@ -133,6 +171,9 @@ func (s *TokenStore) Revoke(ctx context.Context, id string) error {
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("no active token %q: 'warren token ls' lists them", id)
 	}
+	s.mu.Lock()
+	clear(s.cache) // revoked tokens must not live on in the cache
+	s.mu.Unlock()
 	return nil
 }
 

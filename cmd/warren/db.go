@@ -18,13 +18,18 @@ func dataDirFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:    "data-dir",
 		EnvVars: []string{"WARREN_DATA_DIR"},
-		Usage:   "where warren.db and the workspaces live (default $XDG_DATA_HOME/warren, else ~/.local/share/warren)",
+		Usage:   "where warren.db and the workspaces live (default $XDG_DATA_HOME/warren, else ~/.local/share/warren; /var/lib/warren for root)",
 	}
 }
 
 // dataDir resolves --data-dir to an absolute directory and creates it.
 func dataDir(c *cli.Context) (string, error) {
 	dir := c.String("data-dir")
+	if dir == "" && os.Geteuid() == 0 && os.Getenv("XDG_DATA_HOME") == "" {
+		// root's home is 0700: jails, which run as another uid, could not
+		// reach workspaces below it.
+		dir = "/var/lib/warren"
+	}
 	if dir == "" {
 		base := os.Getenv("XDG_DATA_HOME")
 		if base == "" {
@@ -54,7 +59,11 @@ func dataDir(c *cli.Context) (string, error) {
 func openDB(ctx context.Context, dir string) (*sql.DB, error) {
 	path := filepath.Join(dir, "warren.db")
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)&_pragma=foreign_keys(1)"
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)&_pragma=foreign_keys(1)" +
+		// In WAL mode synchronous=normal cannot corrupt the database and
+		// survives a crash of the process; only a power cut may lose the
+		// last commits. It makes each commit (one per tool call) cheaper.
+		"&_pragma=synchronous(normal)"
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)

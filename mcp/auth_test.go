@@ -1,0 +1,70 @@
+package mcp
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "github.com/ncruces/go-sqlite3/driver"
+)
+
+func openTestDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "warren.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestTokensAuthenticateAndRevoke(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t)
+	server, err := NewTokenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Now()
+	server.Now = func() time.Time { return clock }
+	tok, info, err := server.Create(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ { // the second and third come from the cache
+		if user, err := server.Authenticate(ctx, tok); err != nil || user != "alice" {
+			t.Fatalf("Authenticate = %q, %v", user, err)
+		}
+	}
+	if _, err := server.Authenticate(ctx, tok+"x"); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("a wrong token: %v", err)
+	}
+
+	// Revoked by another process (the CLI): refused once the cache expires.
+	cli, err := NewTokenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.Revoke(ctx, info.Prefix); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(authTTL + time.Second)
+	if _, err := server.Authenticate(ctx, tok); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("a token revoked elsewhere still works after %s: %v", authTTL, err)
+	}
+
+	// Revoked in this process: refused at once.
+	tok2, info2, _ := server.Create(ctx, "bob")
+	if _, err := server.Authenticate(ctx, tok2); err != nil {
+		t.Fatal(err)
+	}
+	if err := server.Revoke(ctx, info2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.Authenticate(ctx, tok2); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("a token revoked here still works: %v", err)
+	}
+}
