@@ -14,7 +14,9 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
+	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/tasks"
 )
 
 // Tool is one MCP tool: its definition, its handler and the toolset it
@@ -26,13 +28,16 @@ type Tool struct {
 }
 
 // Toolsets known to this build, in the order the docs list them.
-var Toolsets = []string{"shell", "files"}
+var Toolsets = []string{"shell", "files", "tasks", "usage"}
 
 // deps are what the tool handlers need. They arrive through the tool
 // constructors, never through the context; only the calling user (a
 // property of the request) travels in the context.
 type deps struct {
 	sessions *sessions.Manager
+	tasks    *tasks.Board    // nil: the tasks toolset is not served
+	meter    *metering.Meter // nil: the usage toolset is not served, nothing is metered
+	usage    *usageQueue     // tool-output records on their way to meter
 	jobs     *jobs
 	notes    *notifier
 	log      zerolog.Logger
@@ -46,7 +51,22 @@ func allTools(d *deps) []Tool {
 	return []Tool{
 		shellExec(d), shellWait(d), shellKill(d),
 		readFile(d), writeFile(d), editFile(d),
+		taskList(d), taskClaim(d), taskUpdate(d), taskAdd(d),
+		usageReport(d), usageRecord(d),
 	}
+}
+
+// servedTools drops the toolsets whose service is not configured, so that
+// the tool list says nothing about them.
+func servedTools(all []Tool, d *deps) []Tool {
+	var out []Tool
+	for _, t := range all {
+		if (t.Toolset == "tasks" && d.tasks == nil) || (t.Toolset == "usage" && d.meter == nil) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // selectTools keeps the tools of the named toolsets; none named means all.

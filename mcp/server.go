@@ -9,13 +9,20 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
+	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/tasks"
 )
 
 // Options configure a Server.
 type Options struct {
 	// Sessions resolves (user, session id) to a workspace and its shell.
 	Sessions *sessions.Manager
+	// Tasks is the task board of the tasks toolset; nil: not served.
+	Tasks *tasks.Board
+	// Meter records the size of every tool result, enforces usage
+	// thresholds on shell_exec and serves the usage toolset; nil: none of it.
+	Meter *metering.Meter
 	// Toolsets names the toolsets to serve; empty means all.
 	Toolsets []string
 	// Log receives the server's logs (stderr: stdout belongs to JSON-RPC).
@@ -33,8 +40,8 @@ type Server struct {
 
 // New builds the server with the selected toolsets.
 func New(opts Options) (*Server, error) {
-	d := &deps{sessions: opts.Sessions, jobs: newJobs(), notes: newNotifier(), log: opts.Log}
-	tools, err := selectTools(allTools(d), opts.Toolsets)
+	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, jobs: newJobs(), notes: newNotifier(), log: opts.Log}
+	tools, err := selectTools(servedTools(allTools(d), d), opts.Toolsets)
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +56,10 @@ func New(opts Options) (*Server, error) {
 		server.WithInstructions("warren gives you a persistent, jailed /bin/sh and file tools in a workspace "+
 			"mounted at /workspace. Omit session_id to use your default session."),
 	)
+	if d.meter != nil {
+		d.usage = newUsageQueue(d.meter, d.claimOf, d.log)
+		s.Use(d.meterTools)
+	}
 	for _, t := range tools {
 		s.AddTool(t.Tool, t.Handler)
 	}
@@ -73,7 +84,10 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, us
 }
 
 // Close interrupts running commands. The caller closes the session manager.
-func (s *Server) Close() { s.deps.jobs.stopAll() }
+func (s *Server) Close() {
+	s.deps.jobs.stopAll()
+	s.deps.usage.close() // write the last tool-output records
+}
 
 // logWriter adapts zerolog for mcp-go's *log.Logger.
 type logWriter struct{ l zerolog.Logger }

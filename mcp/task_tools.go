@@ -1,0 +1,256 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/warrenhq/warren/tasks"
+)
+
+// TaskListInput is the input of task_list.
+type TaskListInput struct {
+	Status string `json:"status,omitempty" jsonschema:"only tasks with this status: open, in_progress, blocked or done"`
+	Owner  string `json:"owner,omitempty" jsonschema:"only tasks owned by this user (with or without the leading @)"`
+}
+
+// TaskListOutput is the output of task_list.
+type TaskListOutput struct {
+	Path  string     `json:"path" jsonschema:"the board's TASKS.md on the server's host"`
+	Tasks []TaskView `json:"tasks" jsonschema:"the matching tasks, by id"`
+}
+
+// TaskClaimInput is the input of task_claim.
+type TaskClaimInput struct {
+	TaskID    string `json:"task_id" jsonschema:"the task to claim, e.g. T-12"`
+	SessionID string `json:"session_id,omitempty" jsonschema:"the session that works on the task; omitted: your default session"`
+}
+
+// TaskUpdateInput is the input of task_update.
+type TaskUpdateInput struct {
+	TaskID    string `json:"task_id" jsonschema:"the task to update, e.g. T-12"`
+	Status    string `json:"status,omitempty" jsonschema:"the new status: open, in_progress, blocked or done (done requires holding the claim and releases it)"`
+	Note      string `json:"note,omitempty" jsonschema:"a one-line note, appended with a timestamp and your name"`
+	Link      string `json:"link,omitempty" jsonschema:"the commit or pull request that completes the task"`
+	SessionID string `json:"session_id,omitempty" jsonschema:"the session that holds the claim; omitted: your default session"`
+}
+
+// TaskAddInput is the input of task_add.
+type TaskAddInput struct {
+	Title string `json:"title" jsonschema:"what the task is, on one line"`
+}
+
+// TaskOutput is the output of task_claim, task_update and task_add.
+type TaskOutput struct {
+	Task TaskView `json:"task" jsonschema:"the task after the change"`
+	// Warning is set when the change is saved on the board but TASKS.md
+	// could not be rewritten: the call succeeded and must not be retried.
+	Warning string `json:"warning,omitempty" jsonschema:"set when the change is saved but the file could not be written yet; do not retry"`
+}
+
+// TaskView is a task as the tools show it.
+type TaskView struct {
+	ID       string     `json:"id" jsonschema:"the task's stable id, e.g. T-12"`
+	Title    string     `json:"title" jsonschema:"what the task is"`
+	Status   string     `json:"status" jsonschema:"open, in_progress, blocked or done"`
+	Owner    string     `json:"owner,omitempty" jsonschema:"the user who owns the task"`
+	Link     string     `json:"link,omitempty" jsonschema:"the commit or pull request recorded on completion"`
+	Notes    []TaskNote `json:"notes" jsonschema:"the task's history, oldest first"`
+	Claim    *TaskClaim `json:"claim,omitempty" jsonschema:"the live claim on the task, if any"`
+	Conflict bool       `json:"conflict" jsonschema:"changed both in TASKS.md and on the board: changes are refused until someone settles it with 'warren task sync'"`
+}
+
+// TaskNote is one line of a task's history.
+type TaskNote struct {
+	At   string `json:"at" jsonschema:"when, UTC, RFC 3339"`
+	By   string `json:"by,omitempty" jsonschema:"who wrote it"`
+	Text string `json:"text" jsonschema:"the note"`
+}
+
+// TaskClaim is a live lease on a task.
+type TaskClaim struct {
+	User      string `json:"user" jsonschema:"the user holding the claim"`
+	SessionID string `json:"session_id" jsonschema:"the session holding the claim"`
+	ExpiresAt string `json:"expires_at" jsonschema:"when the lease ends unless renewed by claiming again (UTC, RFC 3339)"`
+}
+
+func taskList(d *deps) Tool {
+	t := mcp.NewTool("task_list",
+		mcp.WithDescription("List the tasks of the shared board (docs/TASKS.md), optionally by status or owner. "+
+			"Hand edits of the file are merged first. A task held by someone shows its claim."),
+		mcp.WithInputSchema[TaskListInput](),
+		mcp.WithOutputSchema[TaskListOutput](),
+		annotations("List tasks", true, false, true, false),
+	)
+	h := typedHandler(func(ctx context.Context, _ mcp.CallToolRequest, in TaskListInput) (result[TaskListOutput], error) {
+		if _, err := callerOf(ctx); err != nil {
+			return result[TaskListOutput]{}, err
+		}
+		list, err := d.tasks.List(ctx, tasks.Filter{Status: tasks.Status(in.Status), Owner: in.Owner})
+		if err != nil {
+			return result[TaskListOutput]{}, taskError(err)
+		}
+		out := TaskListOutput{Path: d.tasks.Path(), Tasks: make([]TaskView, len(list))}
+		var b strings.Builder
+		for i, task := range list {
+			out.Tasks[i] = viewTask(task)
+			b.WriteString(renderTask(out.Tasks[i]))
+			b.WriteByte('\n')
+		}
+		if len(list) == 0 {
+			b.WriteString("no tasks match; add one with task_add\n")
+		}
+		return result[TaskListOutput]{Out: out, Text: b.String()}, nil
+	})
+	return Tool{Toolset: "tasks", Tool: t, Handler: h}
+}
+
+func taskClaim(d *deps) Tool {
+	t := mcp.NewTool("task_claim",
+		mcp.WithDescription("Claim a task for your session: a lease (30 minutes by default) that only you can "+
+			"extend, by claiming again before it ends. Of two agents claiming at once exactly one wins; the other "+
+			"gets an error naming the holder. Claiming makes you the owner and moves an open task to in_progress."),
+		mcp.WithInputSchema[TaskClaimInput](),
+		mcp.WithOutputSchema[TaskOutput](),
+		annotations("Claim a task", false, false, true, false),
+	)
+	h := typedHandler(func(ctx context.Context, _ mcp.CallToolRequest, in TaskClaimInput) (result[TaskOutput], error) {
+		holder, err := d.holder(ctx, in.SessionID)
+		if err != nil {
+			return result[TaskOutput]{}, err
+		}
+		task, err := d.tasks.Claim(ctx, in.TaskID, holder, 0)
+		return taskResult(task, err, "claimed")
+	})
+	return Tool{Toolset: "tasks", Tool: t, Handler: h}
+}
+
+func taskUpdate(d *deps) Tool {
+	t := mcp.NewTool("task_update",
+		mcp.WithDescription("Change a task's status, append a note, or record the commit/PR link. While a claim is "+
+			"live only its holder may update the task; status done requires holding the claim, and releases it."),
+		mcp.WithInputSchema[TaskUpdateInput](),
+		mcp.WithOutputSchema[TaskOutput](),
+		annotations("Update a task", false, true, false, false),
+	)
+	h := typedHandler(func(ctx context.Context, _ mcp.CallToolRequest, in TaskUpdateInput) (result[TaskOutput], error) {
+		holder, err := d.holder(ctx, in.SessionID)
+		if err != nil {
+			return result[TaskOutput]{}, err
+		}
+		change := tasks.Change{Status: tasks.Status(in.Status), Note: in.Note, Link: in.Link}
+		task, err := d.tasks.Update(ctx, in.TaskID, change, holder)
+		return taskResult(task, err, "updated")
+	})
+	return Tool{Toolset: "tasks", Tool: t, Handler: h}
+}
+
+func taskAdd(d *deps) Tool {
+	t := mcp.NewTool("task_add",
+		mcp.WithDescription("Add an open task to the board with the next free id; it is written to TASKS.md."),
+		mcp.WithInputSchema[TaskAddInput](),
+		mcp.WithOutputSchema[TaskOutput](),
+		annotations("Add a task", false, false, false, false),
+	)
+	h := typedHandler(func(ctx context.Context, _ mcp.CallToolRequest, in TaskAddInput) (result[TaskOutput], error) {
+		if _, err := callerOf(ctx); err != nil {
+			return result[TaskOutput]{}, err
+		}
+		task, err := d.tasks.Add(ctx, in.Title)
+		return taskResult(task, err, "added")
+	})
+	return Tool{Toolset: "tasks", Tool: t, Handler: h}
+}
+
+// holder is the caller working in one of their sessions; another user's
+// session is "not found".
+func (d *deps) holder(ctx context.Context, sessionID string) (tasks.Holder, error) {
+	user, err := callerOf(ctx)
+	if err != nil {
+		return tasks.Holder{}, err
+	}
+	s, err := d.sessions.Get(ctx, user, sessionID)
+	if err != nil {
+		return tasks.Holder{}, err
+	}
+	return tasks.Holder{User: user, Session: s.ID}, nil
+}
+
+// taskResult turns a board change into a tool result. A change saved on
+// the board whose file write failed is a success with a warning: an error
+// would make the model retry, and a retried task_add adds the task twice.
+func taskResult(task tasks.Task, err error, verb string) (result[TaskOutput], error) {
+	out := TaskOutput{}
+	if err != nil {
+		if !errors.Is(err, tasks.ErrNotWritten) || task.ID == "" {
+			return result[TaskOutput]{}, taskError(err)
+		}
+		out.Warning = err.Error()
+	}
+	out.Task = viewTask(task)
+	text := verb + " " + renderTask(out.Task)
+	if out.Warning != "" {
+		text += "\nwarning: " + out.Warning
+	}
+	return result[TaskOutput]{Out: out, Text: text}, nil
+}
+
+// taskError says what to do about a board error.
+func taskError(err error) error {
+	var claimed *tasks.ClaimedError
+	if errors.As(err, &claimed) {
+		return errorf("%s is claimed by %s until %s: pick another task (task_list {\"status\":\"open\"}), or wait until the lease ends",
+			claimed.TaskID, claimed.Holder, claimed.Until.UTC().Format(time.RFC3339))
+	}
+	switch tasks.ErrorCode(err) {
+	case tasks.CodeNotFound:
+		return errorf("%v: list the tasks with task_list", err)
+	case tasks.CodeInvalid:
+		return errorf("%v", err)
+	case tasks.CodeConflict:
+		return errorf("%v (edit TASKS.md, or run 'warren task sync --keep-file ID' or '--keep-board ID')", err)
+	case tasks.CodeClaimed:
+		return errorf("%v: claim it with task_claim first (a claim you held may have expired)", err)
+	}
+	return err
+}
+
+// viewTask converts a board task for the tools.
+func viewTask(t tasks.Task) TaskView {
+	v := TaskView{ID: t.ID, Title: t.Title, Status: string(t.Status), Owner: t.Owner, Link: t.Link,
+		Notes: make([]TaskNote, len(t.Notes)), Conflict: t.Conflict}
+	for i, n := range t.Notes {
+		v.Notes[i] = TaskNote{At: n.At.UTC().Format(time.RFC3339), By: n.By, Text: n.Text}
+	}
+	if t.Claim != nil {
+		v.Claim = &TaskClaim{User: t.Claim.Holder.User, SessionID: t.Claim.Holder.Session,
+			ExpiresAt: t.Claim.ExpiresAt.UTC().Format(time.RFC3339)}
+	}
+	return v
+}
+
+// renderTask is one line a model reads when it ignores structuredContent.
+func renderTask(v TaskView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s [%s] %s", v.ID, v.Status, v.Title)
+	if v.Owner != "" {
+		fmt.Fprintf(&b, " @%s", v.Owner)
+	}
+	if v.Claim != nil {
+		fmt.Fprintf(&b, " (claimed by %s, session %s, until %s)", v.Claim.User, v.Claim.SessionID, v.Claim.ExpiresAt)
+	}
+	if v.Link != "" {
+		fmt.Fprintf(&b, " link %s", v.Link)
+	}
+	if len(v.Notes) > 0 {
+		fmt.Fprintf(&b, "; %d note(s), last: %s", len(v.Notes), v.Notes[len(v.Notes)-1].Text)
+	}
+	if v.Conflict {
+		b.WriteString(" [CONFLICT: changed in the file and on the board]")
+	}
+	return b.String()
+}

@@ -1,0 +1,254 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/warrenhq/warren/metering"
+)
+
+// unknownClient is recorded for clients that did not say who they are.
+const unknownClient = "unknown"
+
+// meterTools is the one place where tool results are metered: it wraps
+// every handler, records the size of the result it returns, and refuses
+// shell_exec in a session stopped by an enforced usage threshold.
+func (d *deps) meterTools(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		user := UserFrom(ctx)
+		if req.Params.Name == "shell_exec" && user != "" {
+			if res := d.enforce(ctx, user, req); res != nil {
+				d.recordResult(ctx, user, req, res)
+				return res, nil
+			}
+		}
+		res, err := next(ctx, req)
+		if err == nil && res != nil && user != "" {
+			d.recordResult(ctx, user, req, res)
+		}
+		return res, err
+	}
+}
+
+// enforce returns the refusal of a shell_exec whose session is blocked, or
+// nil. Errors of the meter let the command run: a broken usage store must
+// not take the shells down with it.
+func (d *deps) enforce(ctx context.Context, user string, req mcp.CallToolRequest) *mcp.CallToolResult {
+	session := d.sessionOf(ctx, user, req, nil)
+	d.usage.flush() // the output of the previous command counts
+	blocked, reason, err := d.meter.Enforced(ctx, user, session)
+	if err != nil {
+		d.log.Warn().Err(err).Str("user", user).Str("session", session).Msg("check usage thresholds")
+		return nil
+	}
+	if !blocked {
+		return nil
+	}
+	return mcp.NewToolResultError("shell_exec refused: " + reason + ". The threshold is enforced: " +
+		"ask the operator to raise or remove it in warren's config file, wait for the next UTC day if it is daily, " +
+		"or see 'warren usage alerts'")
+}
+
+// recordResult queues a tool_output record of the result's size on the
+// wire (its JSON encoding).
+func (d *deps) recordResult(ctx context.Context, user string, req mcp.CallToolRequest, res *mcp.CallToolResult) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return
+	}
+	d.usage.add(metering.Record{
+		User: user, Session: d.sessionOf(ctx, user, req, res), Client: clientName(ctx),
+		Kind: metering.KindToolOutput, Tool: req.Params.Name, Bytes: int64(len(b)),
+	})
+}
+
+// inSession is implemented by outputs that name the session they ran in.
+type inSession interface{ inSession() string }
+
+func (r ShellResult) inSession() string       { return r.SessionID }
+func (r UsageRecordOutput) inSession() string { return r.SessionID }
+func (r TaskOutput) inSession() string {
+	if r.Task.Claim != nil {
+		return r.Task.Claim.SessionID
+	}
+	return ""
+}
+
+// sessionOf names the session a call worked in: the one its result names,
+// else its session_id argument if that is the caller's, else the caller's
+// default session. It returns "" when none can be found.
+func (d *deps) sessionOf(ctx context.Context, user string, req mcp.CallToolRequest, res *mcp.CallToolResult) string {
+	if res != nil {
+		if s, ok := res.StructuredContent.(inSession); ok && s.inSession() != "" {
+			return s.inSession()
+		}
+	}
+	id, _ := req.GetArguments()["session_id"].(string)
+	s, err := d.sessions.Get(ctx, user, id)
+	if err != nil {
+		return ""
+	}
+	return s.ID
+}
+
+// clientName is the name the MCP client gave in initialize (or, with the
+// stateless revision, in the request's _meta).
+func clientName(ctx context.Context) string {
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.ClientInfo != nil && info.ClientInfo.Name != "" {
+		return info.ClientInfo.Name
+	}
+	if s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		if name := s.GetClientInfo().Name; name != "" {
+			return name
+		}
+	}
+	return unknownClient
+}
+
+// claimOf is the task a session holds a claim on, or "".
+func (d *deps) claimOf(ctx context.Context, session string) string {
+	if d.tasks == nil || session == "" {
+		return ""
+	}
+	t, ok, err := d.tasks.ClaimOf(ctx, session)
+	if err != nil {
+		d.log.Warn().Err(err).Str("session", session).Msg("find the task of a usage record")
+	}
+	if !ok {
+		return ""
+	}
+	return t.ID
+}
+
+// ReleaseClaims releases every task claim a session holds. The session
+// layer calls it when a session is archived or deleted; without a board it
+// does nothing.
+func (s *Server) ReleaseClaims(ctx context.Context, sessionID string) (int, error) {
+	if s.deps.tasks == nil {
+		return 0, nil
+	}
+	return s.deps.tasks.ReleaseSession(ctx, sessionID)
+}
+
+// maxQueued bounds the records waiting to be written; past it new ones
+// are dropped (and counted in the log) rather than growing memory without
+// bound while the database is stuck.
+const maxQueued = 10000
+
+// usageQueue writes tool_output records in the background, in batches, so
+// that metering adds no database write to the latency of a tool call.
+// Reports and enforcement call flush first to see every earlier call.
+type usageQueue struct {
+	meter *metering.Meter
+	claim func(ctx context.Context, session string) string
+	log   zerolog.Logger
+
+	// mu protects the fields below; cond signals progress of done.
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending []metering.Record
+	queued  uint64 // records accepted so far
+	done    uint64 // records written (or failed) so far
+	dropped uint64
+	closed  bool
+	wake    chan struct{}
+	exited  chan struct{}
+}
+
+func newUsageQueue(m *metering.Meter, claim func(context.Context, string) string, log zerolog.Logger) *usageQueue {
+	q := &usageQueue{meter: m, claim: claim, log: log, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	q.cond = sync.NewCond(&q.mu)
+	go q.run()
+	return q
+}
+
+func (q *usageQueue) add(r metering.Record) {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || len(q.pending) >= maxQueued {
+		q.dropped++
+		return
+	}
+	q.pending = append(q.pending, r)
+	q.queued++
+	// Under mu, so that close cannot close wake in between.
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flush waits until every record queued before the call is written.
+func (q *usageQueue) flush() {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for target := q.queued; q.done < target; {
+		q.cond.Wait()
+	}
+}
+
+// close writes what is queued and stops the writer.
+func (q *usageQueue) close() {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.wake)
+	}
+	q.mu.Unlock()
+	<-q.exited
+}
+
+func (q *usageQueue) run() {
+	defer close(q.exited)
+	for range q.wake {
+		q.writePending()
+	}
+	q.writePending()
+}
+
+func (q *usageQueue) writePending() {
+	q.mu.Lock()
+	batch := q.pending
+	q.pending = nil
+	dropped := q.dropped
+	q.dropped = 0
+	q.mu.Unlock()
+	if dropped > 0 {
+		q.log.Warn().Uint64("records", dropped).Msg("tool-output usage records dropped: the usage store is not keeping up")
+	}
+	if len(batch) == 0 {
+		return
+	}
+	ctx := context.Background()
+	// Attribute to the task held when the record is written: the claim is
+	// read once per session of the batch.
+	claims := map[string]string{}
+	for i := range batch {
+		s := batch[i].Session
+		if _, ok := claims[s]; !ok {
+			claims[s] = q.claim(ctx, s)
+		}
+		batch[i].Task = claims[s]
+	}
+	if _, err := q.meter.RecordBatch(ctx, batch); err != nil {
+		q.log.Warn().Err(err).Int("records", len(batch)).Msg("record tool output")
+	}
+	q.mu.Lock()
+	q.done += uint64(len(batch))
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
