@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -116,7 +118,7 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 	} else {
 		res = s.wait(ctx, j, r, timeout)
 		// Children alive now are background jobs: a later timeout spares them.
-		if !res.ShellRestarted {
+		if !res.ShellRestarted && mayStartJobs(command) {
 			j.background = shellChildren(j.shell())
 		}
 	}
@@ -256,4 +258,16 @@ func ChownTree(dir string, uid, gid int) error {
 		}
 		return os.Lchown(path, uid, gid)
 	})
+}
+
+// sourceWord finds "." used as the source builtin.
+var sourceWord = regexp.MustCompile(`(^|[\s;&|(])\.\s`)
+
+// mayStartJobs reports whether a command can leave children of the shell
+// itself behind: only `&` run by the shell does, directly or through eval,
+// source or ".". Other commands skip re-reading the shell's children, a
+// /proc read that would otherwise cost every command.
+func mayStartJobs(command string) bool {
+	return strings.Contains(command, "&") || strings.Contains(command, "eval") ||
+		strings.Contains(command, "source") || sourceWord.MatchString(command)
 }

@@ -150,3 +150,14 @@ func TestParseExports(t *testing.T) {
 		t.Fatalf("restore script:\n%s", script)
 	}
 }
+
+func TestMayStartJobs(t *testing.T) {
+	for cmd, want := range map[string]bool{
+		"sleep 10 &": true, "a && b": true, "eval \"$x\"": true, ". ./env.sh": true, "x; . env": true,
+		"source venv/bin/activate": true, "echo hi": false, "ls ./dir": false, "cat a.txt | wc -l": false,
+	} {
+		if got := mayStartJobs(cmd); got != want {
+			t.Errorf("mayStartJobs(%q) = %v, want %v", cmd, got, want)
+		}
+	}
+}
