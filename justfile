@@ -31,8 +31,8 @@ serve *ARGS: deps build
 
 # Run every test against real jails, SQLite and git.
 test: deps
-    go test -count=1 -timeout 20m ./...
     just conformance
+    go test -count=1 -timeout 20m ./...
 
 # Run the official MCP conformance suite against `serve http --auth none` (installs Node 22 into bin/).
 conformance: deps
