@@ -31,6 +31,8 @@ func newApp() *cli.App {
 			shellCommand(),
 			serveCommand(),
 			tokenCommand(),
+			taskCommand(),
+			usageCommand(),
 		},
 		// Errors are printed once by main, not by urfave/cli as well.
 		ExitErrHandler: func(*cli.Context, error) {},

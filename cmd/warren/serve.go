@@ -23,7 +23,7 @@ import (
 func serveCommand() *cli.Command {
 	common := func() []cli.Flag {
 		return []cli.Flag{
-			dataDirFlag(),
+			dataDirFlag(), configFlag(), tasksFlag(),
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "bind every default session to this directory (edits appear on disk)"},
 			&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets to serve: " + strings.Join(mcp.Toolsets, ", ") + " (default all)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error (logs go to stderr)"},
@@ -60,6 +60,7 @@ func serveCommand() *cli.Command {
 type services struct {
 	db       *sql.DB
 	sessions *sessions.Manager
+	work     *work
 	server   *mcp.Server
 	log      zerolog.Logger
 }
@@ -92,20 +93,27 @@ func openServices(c *cli.Context) (*services, error) {
 		db.Close()
 		return nil, err
 	}
-	var toolsets []string
-	if ts := c.String("toolsets"); ts != "" {
-		toolsets = strings.Split(ts, ",")
-	}
-	srv, err := mcp.New(mcp.Options{Sessions: mgr, Toolsets: toolsets, Log: log, Version: version})
+	w, err := openWork(c, db, dir, log)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &services{db: db, sessions: mgr, server: srv, log: log}, nil
+	var toolsets []string
+	if ts := c.String("toolsets"); ts != "" {
+		toolsets = strings.Split(ts, ",")
+	}
+	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Toolsets: toolsets, Log: log, Version: version})
+	if err != nil {
+		w.stop()
+		db.Close()
+		return nil, err
+	}
+	return &services{db: db, sessions: mgr, work: w, server: srv, log: log}, nil
 }
 
 func (s *services) close() {
 	s.server.Close()
+	s.work.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.sessions.Close(ctx); err != nil {

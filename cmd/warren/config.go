@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/tasks"
+)
+
+// config is warren's configuration file, <data-dir>/config.json unless
+// --config names another. Every field is optional.
+type config struct {
+	// Metering holds prices, retention and usage thresholds.
+	Metering metering.Config `json:"metering"`
+	// TasksFile is the task board; relative to the config file's
+	// directory. Empty: see boardPath.
+	TasksFile string `json:"tasks_file,omitempty"`
+
+	path string // where it was read from, for messages
+}
+
+// configFlag and tasksFlag are shared by serve, task and usage.
+func configFlag() cli.Flag {
+	return &cli.StringFlag{Name: "config", EnvVars: []string{"WARREN_CONFIG"},
+		Usage: "JSON config file: metering prices, retention, thresholds, tasks_file (default <data-dir>/config.json)"}
+}
+
+func tasksFlag() cli.Flag {
+	return &cli.StringFlag{Name: "tasks", EnvVars: []string{"WARREN_TASKS"},
+		Usage: "the TASKS.md of the task board (default: the config's tasks_file, else <workspace>/docs/TASKS.md with --workspace, else <data-dir>/TASKS.md)"}
+}
+
+// loadConfig reads the config file. The default file may be missing (all
+// defaults); a file named with --config must exist. Unknown fields are
+// errors: a misspelt threshold would otherwise be silently ignored.
+func loadConfig(c *cli.Context, dataDir string) (*config, error) {
+	path, explicit := c.String("config"), true
+	if path == "" {
+		path, explicit = filepath.Join(dataDir, "config.json"), false
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	cfg := &config{path: path}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !explicit {
+		return cfg, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cfg); err != nil {
+		return nil, fmt.Errorf("config %s: %s", path, jsonError(data, err))
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("config %s: unexpected data after the JSON object", path)
+	}
+	if cfg.TasksFile != "" && !filepath.IsAbs(cfg.TasksFile) {
+		cfg.TasksFile = filepath.Join(filepath.Dir(path), cfg.TasksFile)
+	}
+	return cfg, nil
+}
+
+// jsonError adds the line of a syntax or type error to its message.
+func jsonError(data []byte, err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	off := int64(-1)
+	switch {
+	case errors.As(err, &syn):
+		off = syn.Offset
+	case errors.As(err, &typ):
+		off = typ.Offset
+	}
+	if off < 0 || off > int64(len(data)) {
+		return err.Error()
+	}
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	return fmt.Sprintf("line %d: %v", line, err)
+}
+
+// boardPath picks the task board: --tasks, else the config's tasks_file,
+// else the default session workspace's docs/TASKS.md (--workspace DIR),
+// else <data-dir>/TASKS.md, shared by every user's default session.
+func boardPath(c *cli.Context, cfg *config, dataDir string) string {
+	switch {
+	case c.String("tasks") != "":
+		return c.String("tasks")
+	case cfg.TasksFile != "":
+		return cfg.TasksFile
+	case c.String("workspace") != "":
+		return filepath.Join(c.String("workspace"), "docs", "TASKS.md")
+	}
+	return filepath.Join(dataDir, "TASKS.md")
+}
+
+// openBoard opens the task board the flags and config name.
+func openBoard(c *cli.Context, db *sql.DB, cfg *config, dataDir string) (*tasks.Board, error) {
+	b, err := tasks.Open(c.Context, db, tasks.Options{Path: boardPath(c, cfg, dataDir)})
+	if err != nil {
+		return nil, fmt.Errorf("open task board: %w", err)
+	}
+	return b, nil
+}
+
+// openMeter opens the meter with the config's prices, retention and
+// thresholds; alerts and purges are logged.
+func openMeter(ctx context.Context, db *sql.DB, cfg *config, log zerolog.Logger) (*metering.Meter, error) {
+	opts := cfg.Metering.Options()
+	opts.OnAlert = func(a metering.Alert) {
+		log.Warn().Str("threshold", a.Threshold).Str("user", a.User).Str("session", a.Session).
+			Bool("enforce", a.Enforce).Msg(a.Message)
+	}
+	opts.OnPurge = func(n int64, err error) {
+		if err != nil {
+			log.Warn().Err(err).Msg("purge old usage records")
+		} else if n > 0 {
+			log.Info().Int64("records", n).Msg("purged usage records past the retention period")
+		}
+	}
+	m, err := metering.Open(ctx, db, opts)
+	if errors.Is(err, metering.ErrInvalid) {
+		return nil, fmt.Errorf("config %s: metering: %w", cfg.path, err)
+	}
+	return m, err
+}
+
+// work is the task board and the meter of a serve command.
+type work struct {
+	board *tasks.Board
+	meter *metering.Meter
+	stop  context.CancelFunc // ends the retention loop
+}
+
+// openWork loads the config, opens the board and the meter, and starts
+// purging usage records past the retention period (now, then daily).
+func openWork(c *cli.Context, db *sql.DB, dataDir string, log zerolog.Logger) (*work, error) {
+	cfg, err := loadConfig(c, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	board, err := openBoard(c, db, cfg, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	meter, err := openMeter(c.Context, db, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	go meter.RunRetention(ctx)
+	log.Info().Str("tasks", board.Path()).Str("config", cfg.path).Msg("task board and metering ready")
+	return &work{board: board, meter: meter, stop: stop}, nil
+}
