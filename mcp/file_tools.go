@@ -75,7 +75,7 @@ func readFile(d *deps) Tool {
 		if in.Offset < 0 || in.Limit < 0 {
 			return zero, errorf("offset and limit must be positive line counts")
 		}
-		ws, err := d.workspace(ctx, in.SessionID)
+		ws, err := d.workspace(ctx, in.SessionID, false)
 		if err != nil {
 			return zero, err
 		}
@@ -152,7 +152,7 @@ func writeFile(d *deps) Tool {
 		if len(in.Content) > maxWriteBytes {
 			return zero, errorf("content is %d bytes, over write_file's limit of %d: write it in parts with append", len(in.Content), maxWriteBytes)
 		}
-		ws, err := d.workspace(ctx, in.SessionID)
+		ws, err := d.workspace(ctx, in.SessionID, true)
 		if err != nil {
 			return zero, err
 		}
@@ -191,7 +191,7 @@ func editFile(d *deps) Tool {
 		if in.OldText == "" {
 			return zero, errorf("old_text is empty: pass the exact text to replace (use write_file to create a file)")
 		}
-		ws, err := d.workspace(ctx, in.SessionID)
+		ws, err := d.workspace(ctx, in.SessionID, true)
 		if err != nil {
 			return zero, err
 		}

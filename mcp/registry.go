@@ -28,7 +28,7 @@ type Tool struct {
 }
 
 // Toolsets known to this build, in the order the docs list them.
-var Toolsets = []string{"shell", "files", "tasks", "usage"}
+var Toolsets = []string{"shell", "files", "sessions", "tasks", "usage"}
 
 // deps are what the tool handlers need. They arrive through the tool
 // constructors, never through the context; only the calling user (a
@@ -51,6 +51,7 @@ func allTools(d *deps) []Tool {
 	return []Tool{
 		shellExec(d), shellWait(d), shellKill(d),
 		readFile(d), writeFile(d), editFile(d),
+		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d),
 		taskList(d), taskClaim(d), taskUpdate(d), taskAdd(d),
 		usageReport(d), usageRecord(d),
 	}

@@ -74,7 +74,7 @@ func shellExec(d *deps) Tool {
 		if timeout > maxTimeout {
 			return result[ShellResult]{}, errorf("timeout_ms %d is over the maximum of %d (one hour): use a smaller value", in.TimeoutMS, maxTimeout.Milliseconds())
 		}
-		s, sh, err := d.sessions.Open(ctx, user, in.SessionID)
+		s, sh, err := d.sessions.OpenCommand(ctx, user, in.SessionID, in.Command)
 		if err != nil {
 			return result[ShellResult]{}, err
 		}

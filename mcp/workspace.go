@@ -20,14 +20,16 @@ type ws struct {
 	chown    bool // the server runs as root: hand new files to the jail's uid
 }
 
-// workspace opens the caller's session's workspace. It creates the
-// session's shell object (no process) to learn which uid the jail runs as.
-func (d *deps) workspace(ctx context.Context, sessionID string) (*ws, error) {
+// workspace opens the caller's session's workspace, for writing or only
+// reading (archived and paused sessions refuse writes; a workspace over
+// its quota too). It creates the session's shell object (no process) to
+// learn which uid the jail runs as.
+func (d *deps) workspace(ctx context.Context, sessionID string, write bool) (*ws, error) {
 	user, err := callerOf(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s, sh, err := d.sessions.Open(ctx, user, sessionID)
+	s, sh, err := d.sessions.OpenFiles(ctx, user, sessionID, write)
 	if err != nil {
 		return nil, err
 	}

@@ -7,13 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/warrenhq/warren/sandbox"
 )
 
-// Config tunes a Manager.
+// Config tunes a Manager. Zero caps mean "no cap".
 type Config struct {
-	// DataDir holds the workspaces of empty sessions, under workspaces/<id>.
+	// DataDir holds workspaces/<id> and audit/<id>.git.
 	DataDir string
 	// BindDir, when set, is the directory every user's default session is
 	// bound to (serve stdio --workspace DIR). Empty: default sessions get
@@ -22,6 +23,27 @@ type Config struct {
 	// Profile builds the jail profile of a workspace; nil means
 	// sandbox.DefaultProfile.
 	Profile func(workspace string) sandbox.Profile
+	// AllowLocalSources lets Create clone or bind paths of the server's
+	// host (and file:// URLs). Off for remote users: a path is a window
+	// onto the host's files, and a bound directory's owner is who the jail
+	// runs as when the server is root.
+	AllowLocalSources bool
+	// IdleTimeout stops a shell unused for this long (0: never); the next
+	// command restarts it with its saved cwd and exports.
+	IdleTimeout time.Duration
+	// MaxSessionsPerUser caps the sessions a user has that are not deleted.
+	MaxSessionsPerUser int
+	// MaxRunningShells caps jails running at once on this server; the
+	// least recently used idle ones are stopped to make room.
+	MaxRunningShells int
+	// QuotaBytes caps the disk use of each workspace under the data dir
+	// (bound directories are the user's own and are not measured).
+	QuotaBytes int64
+	// QuotaInterval is how long a disk measurement is trusted; default 30s.
+	QuotaInterval time.Duration
+	// OnEnd runs after a session is archived or deleted, e.g. to release
+	// its task claims. Errors are the hook's to log.
+	OnEnd func(ctx context.Context, sessionID string)
 }
 
 // Manager maps (user, session id) to sessions and their live shells. Shells
@@ -30,14 +52,27 @@ type Config struct {
 type Manager struct {
 	store *Store
 	cfg   Config
+	now   func() time.Time
 
 	// mu protects the maps below and serialises default-session creation.
 	mu   sync.Mutex
-	live map[string]*sandbox.Shell
+	live map[string]*live
 	// known caches sessions already read, so that a tool call does not pay
 	// a database round trip; defaults maps owner and binding to an id.
 	known    map[string]*Session
 	defaults map[string]string
+	creating map[string]int // sessions being created, per owner
+
+	ops   sync.Map // session id → *sync.Mutex serialising its lifecycle and audit
+	quota quotas
+
+	stopReaper context.CancelFunc
+}
+
+// live is a session's shell object and when it was last handed out.
+type live struct {
+	sh       *sandbox.Shell
+	lastUsed time.Time
 }
 
 // NewManager returns a Manager over store.
@@ -59,15 +94,24 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	if cfg.Profile == nil {
 		cfg.Profile = sandbox.DefaultProfile
 	}
-	return &Manager{store: store, cfg: cfg, live: map[string]*sandbox.Shell{},
-		known: map[string]*Session{}, defaults: map[string]string{}}, nil
+	if cfg.QuotaInterval == 0 {
+		cfg.QuotaInterval = 30 * time.Second
+	}
+	return &Manager{store: store, cfg: cfg, now: time.Now, live: map[string]*live{},
+		known: map[string]*Session{}, defaults: map[string]string{}, creating: map[string]int{},
+		quota: quotas{m: map[string]*usage{}}}, nil
 }
 
 // Store returns the manager's store.
 func (m *Manager) Store() *Store { return m.store }
 
-// Get returns user's session id; an empty id means the user's default
-// session, created on first use. Another user's session is ErrNotFound.
+// recheck is how long a cached session's state is trusted before it is
+// re-read: the CLI may change it in the same database behind our back.
+const recheck = time.Second
+
+// Get returns user's session id in whatever state it is; an empty id means
+// the user's default session, created on first use. Another user's session
+// is ErrNotFound.
 func (m *Manager) Get(ctx context.Context, user, id string) (*Session, error) {
 	if id == "" {
 		return m.defaultSession(ctx, user)
@@ -79,13 +123,35 @@ func (m *Manager) Get(ctx context.Context, user, id string) (*Session, error) {
 		if s.Owner != user {
 			return nil, ErrNotFound
 		}
-		return s, nil
+		return s, m.refresh(ctx, s)
 	}
 	s, err := m.store.Get(ctx, user, id)
 	if err != nil {
 		return nil, err
 	}
 	return m.remember(s), nil
+}
+
+// refresh re-reads s's state when the cached one is older than recheck.
+func (m *Manager) refresh(ctx context.Context, s *Session) error {
+	s.mu.Lock()
+	fresh := m.now().Sub(s.checked) < recheck
+	s.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	st, err := m.store.state(ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	changed := s.state != st
+	s.state, s.checked = st, m.now()
+	s.mu.Unlock()
+	if changed && st != StateActive {
+		m.dropShell(s.ID, st != StatePaused)
+	}
+	return nil
 }
 
 // remember caches s, or returns the copy already cached.
@@ -95,32 +161,80 @@ func (m *Manager) remember(s *Session) *Session {
 	if old := m.known[s.ID]; old != nil {
 		return old
 	}
+	s.checked = m.now()
 	m.known[s.ID] = s
 	return s
 }
 
 // Shell returns the live shell of session s, creating it (without starting
-// a process) with the session's saved state.
+// a process) with the session's saved state. An archived session's shell
+// binds its workspace read-only, but Open refuses to run it at all.
 func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if sh, ok := m.live[s.ID]; ok {
-		return sh, nil
+	if l, ok := m.live[s.ID]; ok {
+		l.lastUsed = m.now()
+		return l.sh, nil
 	}
 	state := s.shellState()
-	sh, err := sandbox.NewShell(m.cfg.Profile(s.Workspace), sandbox.Options{State: &state})
+	p := m.cfg.Profile(s.Workspace)
+	p.ReadOnlyWorkspace = s.State() == StateArchived
+	sh, err := sandbox.NewShell(p, sandbox.Options{State: &state})
 	if err != nil {
 		return nil, fmt.Errorf("start shell of session %s: %w", s.ID, err)
 	}
-	m.live[s.ID] = sh
+	m.live[s.ID] = &live{sh: sh, lastUsed: m.now()}
 	return sh, nil
 }
 
-// Open is Get followed by Shell.
+// Open returns user's session and its shell for running commands: the
+// session must be active and within its disk quota, and room is made
+// under the running-shells cap.
 func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox.Shell, error) {
+	return m.OpenCommand(ctx, user, id, "")
+}
+
+// OpenCommand is Open for a known command: over quota, a command that only
+// frees space (rm, rmdir, git clean) is still let through.
+func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*Session, *sandbox.Shell, error) {
 	s, err := m.Get(ctx, user, id)
 	if err != nil {
 		return nil, nil, err
+	}
+	if st := s.State(); st != StateActive {
+		return nil, nil, &StateError{ID: s.ID, State: st, Action: "run"}
+	}
+	if err := m.checkQuota(s, "run commands"); err != nil && !freesSpace(command) {
+		return nil, nil, err
+	}
+	sh, err := m.Shell(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := m.makeRoom(s.ID); err != nil {
+		return nil, nil, err
+	}
+	return s, sh, nil
+}
+
+// OpenFiles returns user's session and its shell object (to learn the
+// jail's uid; no process starts) for the file tools. Reads work in every
+// state but deleted; writes need an active session within its quota.
+func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, *sandbox.Shell, error) {
+	s, err := m.Get(ctx, user, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := s.State()
+	switch {
+	case st == StateDeleted:
+		return nil, nil, &StateError{ID: s.ID, State: st, Action: "read files"}
+	case write && st != StateActive:
+		return nil, nil, &StateError{ID: s.ID, State: st, Action: "write"}
+	case write:
+		if err := m.checkQuota(s, "write files"); err != nil {
+			return nil, nil, err
+		}
 	}
 	sh, err := m.Shell(s)
 	if err != nil {
@@ -134,6 +248,12 @@ func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox
 // commands change neither, and a write per command would cost more than
 // the command.
 func (m *Manager) SaveState(ctx context.Context, s *Session, sh *sandbox.Shell) error {
+	m.quota.afterCommand(s.ID)
+	m.mu.Lock()
+	if l := m.live[s.ID]; l != nil {
+		l.lastUsed = m.now() // a long command ends now: idle from here
+	}
+	m.mu.Unlock()
 	st := sh.State()
 	s.mu.Lock()
 	same := sameState(s.Shell, st)
@@ -157,63 +277,142 @@ func sameState(a, b sandbox.State) bool {
 	return true
 }
 
-// List returns user's sessions without starting anything.
-func (m *Manager) List(ctx context.Context, user string) ([]*Session, error) {
-	return m.store.List(ctx, user)
+// List returns user's sessions without starting anything; deleted ones
+// (tombstones) only with withDeleted.
+func (m *Manager) List(ctx context.Context, user string, withDeleted bool) ([]Info, error) {
+	list, err := m.store.List(ctx, user, withDeleted)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Info, len(list))
+	for i, s := range list {
+		m.mu.Lock()
+		cached := m.known[s.ID]
+		m.mu.Unlock()
+		if cached != nil {
+			// The cache holds the newest shell state (saved or not).
+			s.mu.Lock()
+			st := s.state
+			s.mu.Unlock()
+			cached.mu.Lock()
+			cached.state, cached.checked = st, m.now()
+			cached.mu.Unlock()
+			s = cached
+		}
+		out[i] = s.Info()
+	}
+	return out, nil
+}
+
+// Running reports whether session id's jail is running now.
+func (m *Manager) Running(id string) bool {
+	m.mu.Lock()
+	l := m.live[id]
+	m.mu.Unlock()
+	return l != nil && l.sh.Running()
+}
+
+// dropShell stops session id's jail; with forget it also closes the shell
+// object, so that the next one is built from the session's new state.
+func (m *Manager) dropShell(id string, forget bool) {
+	m.mu.Lock()
+	l := m.live[id]
+	if forget {
+		delete(m.live, id)
+	}
+	m.mu.Unlock()
+	if l == nil {
+		return
+	}
+	if forget {
+		l.sh.Close()
+	} else {
+		l.sh.Stop()
+	}
 }
 
 // Close saves every live shell's state and kills its jail.
 func (m *Manager) Close(ctx context.Context) error {
+	if m.stopReaper != nil {
+		m.stopReaper()
+	}
 	m.mu.Lock()
-	live := m.live
-	m.live = map[string]*sandbox.Shell{}
+	lives := m.live
+	m.live = map[string]*live{}
 	m.mu.Unlock()
 	var errs []error
-	for id, sh := range live {
-		if err := m.store.SaveShell(ctx, id, sh.State()); err != nil {
+	for id, l := range lives {
+		if err := m.store.SaveShell(ctx, id, l.sh.State()); err != nil {
 			errs = append(errs, err)
 		}
-		sh.Close()
+		l.sh.Close()
 	}
 	return errors.Join(errs...)
 }
 
 // defaultSession finds or creates user's default session for the current
-// binding.
+// binding. An archived or deleted default is replaced by a new one.
 func (m *Manager) defaultSession(ctx context.Context, user string) (*Session, error) {
 	key, mode := "empty", ModeEmpty
 	if m.cfg.BindDir != "" {
 		key, mode = "bind:"+m.cfg.BindDir, ModeBind
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if id, ok := m.defaults[user+"\x00"+key]; ok {
-		return m.known[id], nil
+	s, created, err := m.lockedDefault(ctx, user, key, mode)
+	if created {
+		// The base for session_diff, outside m.mu: a bound tree may be big.
+		err = m.setBase(ctx, s, string(mode))
 	}
+	return s, err
+}
+
+// lockedDefault finds or creates the default session; created says that
+// its base still has to be recorded.
+func (m *Manager) lockedDefault(ctx context.Context, user, key string, mode Mode) (*Session, bool, error) {
+	dk := user + "\x00" + key
+	m.mu.Lock()
+	if id, ok := m.defaults[dk]; ok {
+		s := m.known[id]
+		m.mu.Unlock()
+		if err := m.refresh(ctx, s); err != nil {
+			return nil, false, err
+		}
+		if st := s.State(); st == StateActive || st == StatePaused {
+			return s, false, nil
+		}
+		m.mu.Lock()
+		delete(m.defaults, dk)
+	}
+	defer m.mu.Unlock()
 	s, err := m.store.GetDefault(ctx, user, key)
 	if err == nil {
+		s.checked = m.now()
+		if old := m.known[s.ID]; old != nil {
+			s = old
+		}
 		m.known[s.ID] = s
-		m.defaults[user+"\x00"+key] = s.ID
+		m.defaults[dk] = s.ID
+		return s, false, nil
 	}
 	if !errors.Is(err, ErrNotFound) {
-		return s, err
+		return nil, false, err
 	}
 	s = &Session{ID: NewID(), Owner: user, Name: "default", Mode: mode, DefaultKey: key}
 	if mode == ModeBind {
 		s.Source, s.Workspace = m.cfg.BindDir, m.cfg.BindDir
 	} else {
 		if m.cfg.DataDir == "" {
-			return nil, fmt.Errorf("create session: no data directory configured")
+			return nil, false, fmt.Errorf("create session: no data directory configured")
 		}
-		s.Workspace = filepath.Join(m.cfg.DataDir, "workspaces", s.ID)
+		s.Workspace = m.workspaceDir(s.ID)
 		if err := os.MkdirAll(s.Workspace, 0o755); err != nil {
-			return nil, fmt.Errorf("create workspace: %w", err)
+			return nil, false, fmt.Errorf("create workspace: %w", err)
 		}
 	}
 	if err := m.store.Create(ctx, s); err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	s.checked = m.now()
 	m.known[s.ID] = s
-	m.defaults[user+"\x00"+key] = s.ID
-	return s, nil
+	m.defaults[dk] = s.ID
+	return s, true, nil
 }

@@ -64,7 +64,7 @@ func TestDefaultSessionsAreOwnedAndSurviveARestart(t *testing.T) {
 	if err != nil || got.ID != alice.ID || got.Shell.Cwd != "/workspace/src" || got.Shell.Env["A"] != "1" {
 		t.Fatalf("after restart: %+v %v", got, err)
 	}
-	list, _ := m2.List(ctx, "alice")
+	list, _ := m2.List(ctx, "alice", false)
 	if len(list) != 1 {
 		t.Fatalf("alice lists %d sessions", len(list))
 	}

@@ -1,7 +1,8 @@
 // Package sessions keeps workspace sessions: who owns them, where their
-// workspace lives, and the shell state that must survive a restart. The
-// Manager maps a (user, session id) pair to a live jailed shell, starting
-// shells lazily so that listing sessions never starts anything.
+// workspace lives, their lifecycle (active, paused, archived, deleted) and
+// the shell state that must survive a restart. The Manager maps a (user,
+// session id) pair to a live jailed shell, starting shells lazily so that
+// listing sessions never starts anything.
 package sessions
 
 import (
@@ -12,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,20 +27,31 @@ var ErrNotFound = errors.New("session not found")
 // Mode says how a session's workspace was made.
 type Mode string
 
-// Workspace modes. Issue #4 adds clone.
+// Workspace modes.
 const (
 	// ModeEmpty is a fresh directory under the data dir.
 	ModeEmpty Mode = "empty"
 	// ModeBind is an existing host directory, edited in place.
 	ModeBind Mode = "bind"
+	// ModeClone is a clone of a git URL or local repository under the data dir.
+	ModeClone Mode = "clone"
 )
 
 // State is a session's lifecycle state.
 type State string
 
-// StateActive is the only state this package produces for now; paused,
-// archived and deleted arrive with the session lifecycle.
-const StateActive State = "active"
+// Lifecycle states: active ⇄ paused; active or paused → archived; any → deleted.
+const (
+	// StateActive sessions run commands; their shell may be running or not.
+	StateActive State = "active"
+	// StatePaused sessions have their shell stopped and a snapshot taken;
+	// they refuse commands and writes until resumed.
+	StatePaused State = "paused"
+	// StateArchived sessions are read-only and kept for the record.
+	StateArchived State = "archived"
+	// StateDeleted sessions have lost their workspace; the row is a tombstone.
+	StateDeleted State = "deleted"
+)
 
 // Session is the stored metadata of one workspace session. It never holds
 // a live shell: see Manager.
@@ -48,15 +61,65 @@ type Session struct {
 	Name       string
 	Mode       Mode
 	Source     string
+	Ref        string
+	BaseCommit string // the commit a clone checked out
 	Workspace  string // host directory bound at /workspace
-	State      State
 	DefaultKey string // non-empty for a user's default session of a binding
-	// Shell is the saved shell state; mu guards it once the session is
-	// shared by concurrent calls.
-	Shell     sandbox.State
+	CreatedAt  time.Time
+
+	// mu guards the mutable fields below once the session is shared by
+	// concurrent calls.
 	mu        sync.Mutex
-	CreatedAt time.Time
+	state     State
+	Shell     sandbox.State // the saved shell state
 	UpdatedAt time.Time
+	EndedAt   time.Time
+	checked   time.Time // when state was last re-read from the database
+}
+
+// State returns the session's lifecycle state.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+func (s *Session) setState(st State, at time.Time) {
+	s.mu.Lock()
+	s.state, s.UpdatedAt = st, at
+	if st == StateArchived || st == StateDeleted {
+		s.EndedAt = at
+	}
+	s.mu.Unlock()
+}
+
+// Info is a copy of a session's metadata, safe to hand out.
+type Info struct {
+	ID         string
+	Owner      string
+	Name       string
+	Mode       Mode
+	Source     string
+	Ref        string
+	BaseCommit string
+	State      State
+	Cwd        string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	EndedAt    time.Time
+}
+
+// Info returns a copy of s's metadata.
+func (s *Session) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cwd := s.Shell.Cwd
+	if cwd == "" {
+		cwd = sandbox.MountPoint
+	}
+	return Info{ID: s.ID, Owner: s.Owner, Name: s.Name, Mode: s.Mode, Source: s.Source, Ref: s.Ref,
+		BaseCommit: s.BaseCommit, State: s.state, Cwd: cwd,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, EndedAt: s.EndedAt}
 }
 
 // Store reads and writes sessions in SQLite.
@@ -81,14 +144,15 @@ func NewID() string {
 	return "s-" + hex.EncodeToString(b[:])
 }
 
-const columns = `id, owner, name, mode, source, workspace, state, COALESCE(default_key, ''), shell_state, created_at, updated_at`
+const columns = `id, owner, name, mode, source, ref, base_commit, workspace, state, COALESCE(default_key, ''),
+	shell_state, created_at, updated_at, ended_at`
 
 // Create inserts s, filling its timestamps and state.
 func (st *Store) Create(ctx context.Context, s *Session) error {
 	now := st.Now().UTC()
 	s.CreatedAt, s.UpdatedAt = now, now
-	if s.State == "" {
-		s.State = StateActive
+	if s.state == "" {
+		s.state = StateActive
 	}
 	shell, err := json.Marshal(s.Shell)
 	if err != nil {
@@ -98,17 +162,18 @@ func (st *Store) Create(ctx context.Context, s *Session) error {
 	if s.DefaultKey != "" {
 		key = s.DefaultKey
 	}
-	_, err = st.db.ExecContext(ctx, `INSERT INTO sessions (id, owner, name, mode, source, workspace, state, default_key, shell_state, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.Owner, s.Name, string(s.Mode), s.Source, s.Workspace, string(s.State), key, string(shell),
-		now.UnixMilli(), now.UnixMilli())
+	_, err = st.db.ExecContext(ctx, `INSERT INTO sessions (id, owner, name, mode, source, ref, base_commit, workspace,
+		state, default_key, shell_state, created_at, updated_at, last_used_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.Owner, s.Name, string(s.Mode), s.Source, s.Ref, s.BaseCommit, s.Workspace, string(s.state), key,
+		string(shell), now.UnixMilli(), now.UnixMilli(), now.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("insert session: %w", err)
 	}
 	return nil
 }
 
-// Get returns owner's session id, or ErrNotFound.
+// Get returns owner's session id (in any state), or ErrNotFound.
 func (st *Store) Get(ctx context.Context, owner, id string) (*Session, error) {
 	return st.one(ctx, `SELECT `+columns+` FROM sessions WHERE owner = ? AND id = ?`, owner, id)
 }
@@ -118,9 +183,14 @@ func (st *Store) GetDefault(ctx context.Context, owner, key string) (*Session, e
 	return st.one(ctx, `SELECT `+columns+` FROM sessions WHERE owner = ? AND default_key = ?`, owner, key)
 }
 
-// List returns owner's sessions, oldest first.
-func (st *Store) List(ctx context.Context, owner string) ([]*Session, error) {
-	rows, err := st.db.QueryContext(ctx, `SELECT `+columns+` FROM sessions WHERE owner = ? ORDER BY created_at, id`, owner)
+// List returns owner's sessions, oldest first; deleted ones (tombstones)
+// only with withDeleted.
+func (st *Store) List(ctx context.Context, owner string, withDeleted bool) ([]*Session, error) {
+	q := `SELECT ` + columns + ` FROM sessions WHERE owner = ?`
+	if !withDeleted {
+		q += ` AND state <> 'deleted'`
+	}
+	rows, err := st.db.QueryContext(ctx, q+` ORDER BY created_at, id`, owner)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -136,18 +206,70 @@ func (st *Store) List(ctx context.Context, owner string) ([]*Session, error) {
 	return out, rows.Err()
 }
 
-// SaveShell records the shell state of session id.
+// Count returns how many of owner's sessions are not deleted.
+func (st *Store) Count(ctx context.Context, owner string) (int, error) {
+	var n int
+	err := st.db.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE owner = ? AND state <> 'deleted'`, owner).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count sessions: %w", err)
+	}
+	return n, nil
+}
+
+// SaveShell records the shell state of session id. The write is committed
+// before it returns, and callers answer a command only after it: a server
+// killed with SIGKILL right after a reply still has the state (SQLite's
+// WAL is in the page cache; only a host crash could lose it).
 func (st *Store) SaveShell(ctx context.Context, id string, state sandbox.State) error {
 	b, err := json.Marshal(state)
 	if err != nil {
 		return fmt.Errorf("encode shell state: %w", err)
 	}
-	_, err = st.db.ExecContext(ctx, `UPDATE sessions SET shell_state = ?, updated_at = ? WHERE id = ?`,
-		string(b), st.Now().UTC().UnixMilli(), id)
+	now := st.Now().UTC().UnixMilli()
+	_, err = st.db.ExecContext(ctx, `UPDATE sessions SET shell_state = ?, updated_at = ?, last_used_at = ? WHERE id = ?`,
+		string(b), now, now, id)
 	if err != nil {
 		return fmt.Errorf("save shell state: %w", err)
 	}
 	return nil
+}
+
+// Transition moves session id from one of the states in from to to, in
+// one statement so that a server and the CLI racing on one database cannot
+// both win. It reports whether the row changed. Archived and deleted
+// sessions lose their default_key: the user's next default is a new one.
+func (st *Store) Transition(ctx context.Context, id string, from []State, to State) (bool, time.Time, error) {
+	now := st.Now().UTC()
+	q := `UPDATE sessions SET state = ?, updated_at = ?`
+	args := []any{string(to), now.UnixMilli()}
+	if to == StateArchived || to == StateDeleted {
+		q += `, ended_at = ?, default_key = NULL`
+		args = append(args, now.UnixMilli())
+	}
+	q += ` WHERE id = ? AND state IN (?` + strings.Repeat(", ?", len(from)-1) + `)`
+	args = append(args, id)
+	for _, f := range from {
+		args = append(args, string(f))
+	}
+	res, err := st.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, now, fmt.Errorf("change session state: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, now, err
+}
+
+// state re-reads the lifecycle state of session id.
+func (st *Store) state(ctx context.Context, id string) (State, error) {
+	var s string
+	err := st.db.QueryRowContext(ctx, `SELECT state FROM sessions WHERE id = ?`, id).Scan(&s)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("read session state: %w", err)
+	}
+	return State(s), nil
 }
 
 // shellState returns the saved shell state.
@@ -175,15 +297,18 @@ func (st *Store) one(ctx context.Context, query string, args ...any) (*Session, 
 func scan(rows *sql.Rows) (*Session, error) {
 	var s Session
 	var mode, state, shell string
-	var created, updated int64
-	if err := rows.Scan(&s.ID, &s.Owner, &s.Name, &mode, &s.Source, &s.Workspace, &state, &s.DefaultKey,
-		&shell, &created, &updated); err != nil {
+	var created, updated, ended int64
+	if err := rows.Scan(&s.ID, &s.Owner, &s.Name, &mode, &s.Source, &s.Ref, &s.BaseCommit, &s.Workspace, &state,
+		&s.DefaultKey, &shell, &created, &updated, &ended); err != nil {
 		return nil, fmt.Errorf("scan session: %w", err)
 	}
-	s.Mode, s.State = Mode(mode), State(state)
+	s.Mode, s.state = Mode(mode), State(state)
 	if err := json.Unmarshal([]byte(shell), &s.Shell); err != nil {
 		return nil, fmt.Errorf("decode shell state of %s: %w", s.ID, err)
 	}
 	s.CreatedAt, s.UpdatedAt = time.UnixMilli(created).UTC(), time.UnixMilli(updated).UTC()
+	if ended > 0 {
+		s.EndedAt = time.UnixMilli(ended).UTC()
+	}
 	return &s, nil
 }

@@ -1,0 +1,68 @@
+package sessions
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalidTransition marks a lifecycle action the session's state does
+// not allow (pausing a paused session, writing in an archived one, ...).
+var ErrInvalidTransition = errors.New("invalid session state for this action")
+
+// StateError says why an action is refused in a session's current state.
+// Its message names the session, its state and what to do instead.
+type StateError struct {
+	ID     string
+	State  State
+	Action string // pause, resume, archive, delete, run, write
+}
+
+func (e *StateError) Error() string {
+	switch {
+	case e.State == StateDeleted:
+		return fmt.Sprintf("cannot %s in session %s: it was deleted and its workspace is gone; create a new session with session_create", e.Action, e.ID)
+	case e.Action == "run" || e.Action == "write":
+		what := "run commands"
+		if e.Action == "write" {
+			what = "write files"
+		}
+		if e.State == StatePaused {
+			return fmt.Sprintf("cannot %s in session %s: it is paused; resume it first with session_control "+
+				`{"session_id":%q,"action":"resume"}`, what, e.ID, e.ID)
+		}
+		return fmt.Sprintf("cannot %s in session %s: it is archived and read-only; read its files or session_diff it, "+
+			"or create a new session with session_create", what, e.ID)
+	case e.Action == "resume":
+		return fmt.Sprintf("cannot resume session %s: it is %s, and only a paused session can be resumed", e.ID, e.State)
+	case e.Action == "pause":
+		return fmt.Sprintf("cannot pause session %s: it is %s, and only an active session can be paused", e.ID, e.State)
+	case e.Action == "archive":
+		return fmt.Sprintf("cannot archive session %s: it is %s already", e.ID, e.State)
+	}
+	return fmt.Sprintf("cannot %s session %s: it is %s", e.Action, e.ID, e.State)
+}
+
+// Is makes errors.Is(err, ErrInvalidTransition) true for a StateError.
+func (e *StateError) Is(target error) bool { return target == ErrInvalidTransition }
+
+// ErrLimit marks a refusal by a configured cap (sessions per user, running
+// shells, disk quota).
+var ErrLimit = errors.New("session limit reached")
+
+// LimitError says which cap refused an action and what to do.
+type LimitError struct{ Msg string }
+
+func (e *LimitError) Error() string { return e.Msg }
+
+// Is makes errors.Is(err, ErrLimit) true for a LimitError.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit }
+
+func limitf(format string, a ...any) error { return &LimitError{Msg: fmt.Sprintf(format, a...)} }
+
+// ErrBusy is returned when a lifecycle action would cut a running command.
+var ErrBusy = errors.New("session is running a command")
+
+func busy(id, action string) error {
+	return fmt.Errorf("%w: cannot %s session %s while a command runs in it; wait for it (shell_wait) or stop it (shell_kill), then retry",
+		ErrBusy, action, id)
+}

@@ -1,0 +1,370 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/warrenhq/warren/sessions/workspace"
+)
+
+// CreateOptions describe a new session.
+type CreateOptions struct {
+	// Source is a git URL, a local repository or directory, or "" (empty).
+	Source string
+	// Mode is clone, bind or empty; "" infers it from Source.
+	Mode Mode
+	// Ref is a branch, tag or commit to check out (clone only).
+	Ref string
+	// Name is a label for people; optional.
+	Name string
+	// Progress receives clone progress; may be nil.
+	Progress io.Writer
+}
+
+func (m *Manager) workspaceDir(id string) string {
+	return filepath.Join(m.cfg.DataDir, "workspaces", id)
+}
+func (m *Manager) auditDir(id string) string { return filepath.Join(m.cfg.DataDir, "audit", id+".git") }
+
+// opLock serialises lifecycle changes and audit access of one session.
+func (m *Manager) opLock(id string) func() {
+	v, _ := m.ops.LoadOrStore(id, &sync.Mutex{})
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// remoteURL reports whether source names a repository on another machine;
+// anything else (a path, file://) reads the server's own disk.
+func remoteURL(source string) bool {
+	for _, p := range []string{"https://", "http://", "ssh://", "git://"} {
+		if strings.HasPrefix(source, p) {
+			return true
+		}
+	}
+	return strings.HasPrefix(source, "git@") && strings.Contains(source, ":")
+}
+
+// Create makes a session for user: prepares its workspace (clone, bind or
+// empty), records the audit base that session_diff compares against, and
+// stores it. The session is active; its shell starts on the first command.
+func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (*Session, error) {
+	if m.cfg.DataDir == "" {
+		return nil, fmt.Errorf("create session: no data directory configured")
+	}
+	if len(opts.Name) > 100 || strings.IndexFunc(opts.Name, unicode.IsControl) >= 0 {
+		return nil, fmt.Errorf("%w: name must be at most 100 printable characters", workspace.ErrInvalid)
+	}
+	if opts.Source != "" && !remoteURL(opts.Source) && !m.cfg.AllowLocalSources {
+		return nil, fmt.Errorf("%w: source %q is a path on the server's host, and this server only accepts remote git "+
+			"URLs (https, ssh, git); its operator can allow local paths with --allow-local-sources", workspace.ErrInvalid, opts.Source)
+	}
+	release, err := m.reserve(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	id := NewID()
+	p, err := workspace.Prepare(ctx, workspace.Spec{Source: opts.Source, Mode: workspace.Mode(opts.Mode), Ref: opts.Ref,
+		Dir: m.workspaceDir(id), Progress: opts.Progress})
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{ID: id, Owner: user, Name: opts.Name, Mode: Mode(p.Mode), Source: p.Source, Ref: opts.Ref,
+		BaseCommit: p.Commit, Workspace: p.Dir}
+	cleanup := func() {
+		if s.Mode != ModeBind {
+			forceRemove(s.Workspace)
+		}
+		forceRemove(m.auditDir(id))
+	}
+	origin := string(p.Mode)
+	if p.Commit != "" {
+		origin = "clone of " + p.Source + " at " + p.Commit
+	} else if p.Mode == workspace.Bind {
+		origin = "bind " + p.Dir
+	}
+	if err := m.setBase(ctx, s, origin); err != nil {
+		cleanup()
+		return nil, err
+	}
+	if err := m.store.Create(ctx, s); err != nil {
+		cleanup()
+		return nil, err
+	}
+	return m.remember(s), nil
+}
+
+// reserve counts a session being created against user's cap until release.
+func (m *Manager) reserve(ctx context.Context, user string) (func(), error) {
+	if m.cfg.MaxSessionsPerUser <= 0 {
+		return func() {}, nil
+	}
+	n, err := m.store.Count(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n+m.creating[user] >= m.cfg.MaxSessionsPerUser {
+		return nil, limitf("you have %d sessions, the limit per user is %d: delete one you no longer need "+
+			"(session_control action delete; archived sessions count until deleted)", n+m.creating[user], m.cfg.MaxSessionsPerUser)
+	}
+	m.creating[user]++
+	return func() { m.mu.Lock(); m.creating[user]--; m.mu.Unlock() }, nil
+}
+
+// setBase records the session's workspace as the base of its diffs.
+func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error {
+	defer m.opLock(s.ID)()
+	if err := os.MkdirAll(filepath.Dir(m.auditDir(s.ID)), 0o700); err != nil {
+		return fmt.Errorf("create audit directory: %w", err)
+	}
+	a, err := workspace.OpenAudit(m.auditDir(s.ID))
+	if err != nil {
+		return err
+	}
+	if _, err := a.SetBase(ctx, s.Workspace, origin); err != nil {
+		return fmt.Errorf("record base of session %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// snapshot commits the workspace on the session's snapshots ref. Called
+// with the session's op lock held.
+func (m *Manager) snapshot(ctx context.Context, s *Session, reason string) error {
+	a, err := workspace.OpenAudit(m.auditDir(s.ID))
+	if err != nil {
+		return err
+	}
+	if _, err := a.Snapshot(ctx, s.Workspace, reason); err != nil {
+		return fmt.Errorf("snapshot session %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// Control applies a lifecycle action by name: pause, resume, archive or
+// delete.
+func (m *Manager) Control(ctx context.Context, user, id, action string) (*Session, error) {
+	switch action {
+	case "pause":
+		return m.Pause(ctx, user, id)
+	case "resume":
+		return m.Resume(ctx, user, id)
+	case "archive":
+		return m.Archive(ctx, user, id)
+	case "delete":
+		return m.Delete(ctx, user, id)
+	}
+	return nil, fmt.Errorf("%w: action %q: use pause, resume, archive or delete", workspace.ErrInvalid, action)
+}
+
+// transition moves s to `to` if it is in one of from, in the database and
+// in the cache; otherwise it returns a StateError with the actual state.
+func (m *Manager) transition(ctx context.Context, s *Session, action string, to State, from ...State) error {
+	ok, at, err := m.store.Transition(ctx, s.ID, from, to)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		st, err := m.store.state(ctx, s.ID)
+		if err != nil {
+			return err
+		}
+		s.setState(st, at)
+		return &StateError{ID: s.ID, State: st, Action: action}
+	}
+	s.setState(to, at)
+	if to == StateArchived || to == StateDeleted {
+		m.mu.Lock()
+		for k, v := range m.defaults {
+			if v == s.ID {
+				delete(m.defaults, k)
+			}
+		}
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+// idleShell returns s's shell when it exists, or an ErrBusy error when a
+// command runs in it.
+func (m *Manager) idleShell(s *Session, action string) error {
+	m.mu.Lock()
+	l := m.live[s.ID]
+	m.mu.Unlock()
+	if l != nil && l.sh.Busy() {
+		return busy(s.ID, action)
+	}
+	if l != nil {
+		// Save before stopping: the row must hold the final cwd and exports.
+		return m.SaveState(context.Background(), s, l.sh)
+	}
+	return nil
+}
+
+// Pause saves the shell's state, snapshots the workspace and stops the
+// shell. A paused session refuses commands and writes until resumed.
+func (m *Manager) Pause(ctx context.Context, user, id string) (*Session, error) {
+	s, err := m.Get(ctx, user, id)
+	if err != nil {
+		return nil, err
+	}
+	defer m.opLock(s.ID)()
+	if st := s.State(); st != StateActive {
+		return nil, &StateError{ID: s.ID, State: st, Action: "pause"}
+	}
+	if err := m.idleShell(s, "pause"); err != nil {
+		return nil, err
+	}
+	if err := m.transition(ctx, s, "pause", StatePaused, StateActive); err != nil {
+		return nil, err
+	}
+	m.dropShell(s.ID, false)
+	return s, m.snapshot(ctx, s, "pause")
+}
+
+// Resume makes a paused session active again; its shell restarts lazily
+// with the saved cwd and exports.
+func (m *Manager) Resume(ctx context.Context, user, id string) (*Session, error) {
+	s, err := m.Get(ctx, user, id)
+	if err != nil {
+		return nil, err
+	}
+	defer m.opLock(s.ID)()
+	return s, m.transition(ctx, s, "resume", StateActive, StatePaused)
+}
+
+// Archive snapshots the workspace and makes the session read-only for
+// good: its shell never starts again and file writes are refused.
+func (m *Manager) Archive(ctx context.Context, user, id string) (*Session, error) {
+	s, err := m.Get(ctx, user, id)
+	if err != nil {
+		return nil, err
+	}
+	unlock := m.opLock(s.ID)
+	if st := s.State(); st != StateActive && st != StatePaused {
+		unlock()
+		return nil, &StateError{ID: s.ID, State: st, Action: "archive"}
+	}
+	if err := m.idleShell(s, "archive"); err != nil {
+		unlock()
+		return nil, err
+	}
+	err = m.transition(ctx, s, "archive", StateArchived, StateActive, StatePaused)
+	if err == nil {
+		m.dropShell(s.ID, true)
+		err = m.snapshot(ctx, s, "archive")
+	}
+	unlock()
+	if err != nil {
+		return s, err
+	}
+	m.ended(ctx, s.ID)
+	return s, nil
+}
+
+// Delete removes the session's workspace (never a bound directory: that is
+// the user's own) and its audit repository, and keeps the row as a
+// tombstone. A running command is killed.
+func (m *Manager) Delete(ctx context.Context, user, id string) (*Session, error) {
+	s, err := m.Get(ctx, user, id)
+	if err != nil {
+		return nil, err
+	}
+	unlock := m.opLock(s.ID)
+	prev := s.State()
+	err = m.transition(ctx, s, "delete", StateDeleted, StateActive, StatePaused, StateArchived)
+	deleted := err == nil
+	if err == nil {
+		m.dropShell(s.ID, true)
+		m.quota.forget(s.ID)
+		var errs []error
+		if s.Mode != ModeBind && s.Workspace != "" {
+			errs = append(errs, forceRemove(s.Workspace))
+		}
+		errs = append(errs, forceRemove(m.auditDir(s.ID)))
+		if err = errors.Join(errs...); err != nil {
+			err = fmt.Errorf("session %s is deleted, but removing its files failed: %w", s.ID, err)
+		}
+	}
+	unlock()
+	if deleted && prev != StateArchived { // an archived session's end was reported already
+		m.ended(ctx, s.ID)
+	}
+	return s, err
+}
+
+func (m *Manager) ended(ctx context.Context, id string) {
+	if m.cfg.OnEnd != nil {
+		m.cfg.OnEnd(context.WithoutCancel(ctx), id)
+	}
+}
+
+// Diff compares user's session's workspace with its base, untracked files
+// included. maxPatch caps the patch text (0: no cap).
+func (m *Manager) Diff(ctx context.Context, user, id string, maxPatch int) (*Session, workspace.Diff, error) {
+	s, err := m.Get(ctx, user, id)
+	if err != nil {
+		return nil, workspace.Diff{}, err
+	}
+	if st := s.State(); st == StateDeleted {
+		return nil, workspace.Diff{}, &StateError{ID: s.ID, State: st, Action: "diff"}
+	}
+	defer m.opLock(s.ID)()
+	if _, err := os.Stat(filepath.Join(m.auditDir(s.ID), "HEAD")); err != nil {
+		return nil, workspace.Diff{}, fmt.Errorf("session %s has no base snapshot to compare with (it predates diffs, "+
+			"or it was just created and its base is still being recorded): %w", s.ID, workspace.ErrNoBase)
+	}
+	a, err := workspace.OpenAudit(m.auditDir(s.ID))
+	if err != nil {
+		return nil, workspace.Diff{}, err
+	}
+	d, err := a.Diff(ctx, s.Workspace, maxPatch)
+	if errors.Is(err, workspace.ErrNoBase) {
+		err = fmt.Errorf("session %s has no base snapshot to compare with yet: %w", s.ID, err)
+	}
+	return s, d, err
+}
+
+// Snapshots lists the audit snapshots of user's session, newest first.
+func (m *Manager) Snapshots(ctx context.Context, user, id string) ([]workspace.SnapshotInfo, error) {
+	s, err := m.Get(ctx, user, id)
+	if err != nil {
+		return nil, err
+	}
+	if st := s.State(); st == StateDeleted {
+		return nil, &StateError{ID: s.ID, State: st, Action: "list snapshots of"}
+	}
+	defer m.opLock(s.ID)()
+	a, err := workspace.OpenAudit(m.auditDir(s.ID))
+	if err != nil {
+		return nil, err
+	}
+	return a.Snapshots()
+}
+
+// forceRemove deletes path even when the jail left directories without
+// write permission in it (a non-root server cannot otherwise remove their
+// entries).
+func forceRemove(path string) error {
+	if err := os.RemoveAll(path); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(path)
+}
