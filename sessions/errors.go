@@ -18,20 +18,20 @@ type StateError struct {
 }
 
 func (e *StateError) Error() string {
+	verb := map[string]string{"run": "run commands in", "write": "write files in", "read files": "read files of"}[e.Action]
+	if verb == "" {
+		verb = e.Action
+	}
 	switch {
 	case e.State == StateDeleted:
-		return fmt.Sprintf("cannot %s in session %s: it was deleted and its workspace is gone; create a new session with session_create", e.Action, e.ID)
+		return fmt.Sprintf("cannot %s session %s: it was deleted and its workspace is gone; create a new session with session_create", verb, e.ID)
 	case e.Action == "run" || e.Action == "write":
-		what := "run commands"
-		if e.Action == "write" {
-			what = "write files"
-		}
 		if e.State == StatePaused {
-			return fmt.Sprintf("cannot %s in session %s: it is paused; resume it first with session_control "+
-				`{"session_id":%q,"action":"resume"}`, what, e.ID, e.ID)
+			return fmt.Sprintf("cannot %s session %s: it is paused; resume it first with session_control "+
+				`{"session_id":%q,"action":"resume"}`, verb, e.ID, e.ID)
 		}
-		return fmt.Sprintf("cannot %s in session %s: it is archived and read-only; read its files or session_diff it, "+
-			"or create a new session with session_create", what, e.ID)
+		return fmt.Sprintf("cannot %s session %s: it is archived and read-only; read its files or session_diff it, "+
+			"or create a new session with session_create", verb, e.ID)
 	case e.Action == "resume":
 		return fmt.Sprintf("cannot resume session %s: it is %s, and only a paused session can be resumed", e.ID, e.State)
 	case e.Action == "pause":
@@ -39,7 +39,7 @@ func (e *StateError) Error() string {
 	case e.Action == "archive":
 		return fmt.Sprintf("cannot archive session %s: it is %s already", e.ID, e.State)
 	}
-	return fmt.Sprintf("cannot %s session %s: it is %s", e.Action, e.ID, e.State)
+	return fmt.Sprintf("cannot %s session %s: it is %s", verb, e.ID, e.State)
 }
 
 // Is makes errors.Is(err, ErrInvalidTransition) true for a StateError.

@@ -305,8 +305,11 @@ func (m *Manager) Delete(ctx context.Context, user, id string) (*Session, error)
 }
 
 func (m *Manager) ended(ctx context.Context, id string) {
-	if m.cfg.OnEnd != nil {
-		m.cfg.OnEnd(context.WithoutCancel(ctx), id)
+	m.mu.Lock()
+	fn := m.cfg.OnEnd
+	m.mu.Unlock()
+	if fn != nil {
+		fn(context.WithoutCancel(ctx), id)
 	}
 }
 

@@ -416,3 +416,11 @@ func (m *Manager) lockedDefault(ctx context.Context, user, key string, mode Mode
 	m.defaults[dk] = s.ID
 	return s, true, nil
 }
+
+// SetOnEnd sets Config.OnEnd after construction: serve builds the task
+// board, whose claims the hook releases, after the manager.
+func (m *Manager) SetOnEnd(fn func(ctx context.Context, sessionID string)) {
+	m.mu.Lock()
+	m.cfg.OnEnd = fn
+	m.mu.Unlock()
+}

@@ -30,6 +30,7 @@ func newApp() *cli.App {
 			doctorCommand(),
 			shellCommand(),
 			serveCommand(),
+			sessionCommand(),
 			tokenCommand(),
 			taskCommand(),
 			usageCommand(),

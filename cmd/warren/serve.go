@@ -22,12 +22,12 @@ import (
 
 func serveCommand() *cli.Command {
 	common := func() []cli.Flag {
-		return []cli.Flag{
+		return append(sessionFlags(),
 			dataDirFlag(), configFlag(), tasksFlag(),
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "bind every default session to this directory (edits appear on disk)"},
 			&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets to serve: " + strings.Join(mcp.Toolsets, ", ") + " (default all)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error (logs go to stderr)"},
-		}
+		)
 	}
 	return &cli.Command{
 		Name:  "serve",
@@ -88,7 +88,7 @@ func openServices(c *cli.Context) (*services, error) {
 		db.Close()
 		return nil, err
 	}
-	mgr, err := sessions.NewManager(store, sessions.Config{DataDir: dir, BindDir: c.String("workspace")})
+	mgr, err := newSessionManager(c, store, dir)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -98,6 +98,7 @@ func openServices(c *cli.Context) (*services, error) {
 		db.Close()
 		return nil, err
 	}
+	releaseClaimsOnEnd(mgr, w.board, log)
 	var toolsets []string
 	if ts := c.String("toolsets"); ts != "" {
 		toolsets = strings.Split(ts, ",")

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/warrenhq/warren/mcp"
+	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions"
+)
+
+func sessionCommand() *cli.Command {
+	flags := func(extra ...cli.Flag) []cli.Flag {
+		return append(append([]cli.Flag{dataDirFlag(), configFlag(), tasksFlag(),
+			&cli.StringFlag{Name: "user", Usage: "act on this user's sessions (default: you, the user of 'serve stdio')"},
+		}, sessionFlags()...), extra...)
+	}
+	control := func(name, usage string) *cli.Command {
+		return &cli.Command{Name: name, Usage: usage, ArgsUsage: "SESSION_ID", Flags: flags(), Action: runSessionControl}
+	}
+	return &cli.Command{
+		Name:  "session",
+		Usage: "workspace sessions, in the same data directory a running server uses",
+		Description: "These commands open the database directly; SQLite (WAL, busy timeout) lets them run next to\n" +
+			"'warren serve'. A running server notices a pause, archive or delete within a second and stops\n" +
+			"the session's shell.",
+		Subcommands: []*cli.Command{
+			{Name: "create", Usage: "create a session: clone a repository, bind a directory, or start empty", Flags: flags(
+				&cli.StringFlag{Name: "source", Usage: "a git URL, a local repository or a directory (omitted: empty)"},
+				&cli.StringFlag{Name: "mode", Usage: "clone, bind or empty (default: inferred from --source)"},
+				&cli.StringFlag{Name: "ref", Usage: "branch, tag or commit to check out"},
+				&cli.StringFlag{Name: "name", Usage: "a label"},
+			), Action: runSessionCreate},
+			{Name: "ls", Usage: "list sessions (starts nothing)", Flags: flags(
+				&cli.BoolFlag{Name: "all", Usage: "include deleted sessions (tombstones)"},
+				&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			), Action: runSessionList},
+			control("pause", "save the shell's state, snapshot the workspace, stop the shell"),
+			control("resume", "make a paused session active again"),
+			control("archive", "snapshot the workspace and make the session read-only for good"),
+			{Name: "rm", Usage: "delete a session: its workspace is removed (a bound directory is kept), its row stays as a tombstone",
+				ArgsUsage: "SESSION_ID", Flags: flags(), Action: runSessionControl},
+			{Name: "diff", Usage: "print what changed in the workspace since the session was created", ArgsUsage: "SESSION_ID",
+				Flags: flags(&cli.BoolFlag{Name: "stat", Usage: "only the per-file summary"}), Action: runSessionDiff},
+			{Name: "exec", Usage: "run a command in the session's jail (cd and export persist, as for the agents)",
+				ArgsUsage: "SESSION_ID -- COMMAND...", Flags: flags(
+					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "kill the command after this long"},
+				), Action: runSessionExec},
+		},
+	}
+}
+
+// sessionEnv is a manager over the data directory, for one CLI command.
+type sessionEnv struct {
+	db   *sql.DB
+	mgr  *sessions.Manager
+	user string
+}
+
+func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
+	dir, err := dataDir(c)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := loadConfig(c, dir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := openDB(c.Context, dir)
+	if err != nil {
+		return nil, err
+	}
+	store, err := sessions.NewStore(c.Context, db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	quota, err := sessions.ParseBytes(c.String("quota"))
+	if err != nil {
+		db.Close()
+		return nil, cli.Exit("--quota: "+err.Error(), 2)
+	}
+	// The CLI's user can read the data directory: local sources are theirs.
+	mgr, err := sessions.NewManager(store, sessions.Config{DataDir: dir, AllowLocalSources: true,
+		MaxSessionsPerUser: c.Int("max-sessions-per-user"), QuotaBytes: quota})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if c.Command.Name == "archive" || c.Command.Name == "rm" {
+		board, err := openBoard(c, db, cfg, dir)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		releaseClaimsOnEnd(mgr, board, newLogger(c))
+	}
+	user := c.String("user")
+	if user == "" {
+		user = mcp.LocalUser()
+	}
+	return &sessionEnv{db: db, mgr: mgr, user: user}, nil
+}
+
+func (e *sessionEnv) close(c *cli.Context) {
+	_ = e.mgr.Close(c.Context)
+	e.db.Close()
+}
+
+// sessionArg returns the SESSION_ID argument.
+func sessionArg(c *cli.Context) (string, error) {
+	if c.NArg() < 1 || strings.HasPrefix(c.Args().First(), "-") {
+		return "", cli.Exit("usage: warren session "+c.Command.Name+" [flags] SESSION_ID (flags go before the id)", 2)
+	}
+	return c.Args().First(), nil
+}
+
+func notFound(err error, user, id string) error {
+	if err == sessions.ErrNotFound {
+		return fmt.Errorf("session %s not found among %s's sessions (pass --user for another user's)", id, user)
+	}
+	return err
+}
+
+func runSessionCreate(c *cli.Context) error {
+	e, err := openSessionEnv(c)
+	if err != nil {
+		return err
+	}
+	defer e.close(c)
+	s, err := e.mgr.Create(c.Context, e.user, sessions.CreateOptions{Source: c.String("source"),
+		Mode: sessions.Mode(c.String("mode")), Ref: c.String("ref"), Name: c.String("name"), Progress: c.App.ErrWriter})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.App.Writer, s.ID)
+	return nil
+}
+
+func runSessionList(c *cli.Context) error {
+	e, err := openSessionEnv(c)
+	if err != nil {
+		return err
+	}
+	defer e.close(c)
+	list, err := e.mgr.List(c.Context, e.user, c.Bool("all"))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if list == nil {
+			list = []sessions.Info{}
+		}
+		return enc.Encode(list)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tMODE\tNAME\tSOURCE\tCWD\tCREATED")
+	for _, s := range list {
+		src := s.Source
+		if s.BaseCommit != "" {
+			src += "@" + s.BaseCommit[:12]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, s.Mode, s.Name, src, s.Cwd,
+			s.CreatedAt.Local().Format("2006-01-02 15:04"))
+	}
+	return tw.Flush()
+}
+
+func runSessionControl(c *cli.Context) error {
+	id, err := sessionArg(c)
+	if err != nil {
+		return err
+	}
+	e, err := openSessionEnv(c)
+	if err != nil {
+		return err
+	}
+	defer e.close(c)
+	action := c.Command.Name
+	if action == "rm" {
+		action = "delete"
+	}
+	s, err := e.mgr.Control(c.Context, e.user, id, action)
+	if err != nil {
+		return notFound(err, e.user, id)
+	}
+	fmt.Fprintf(c.App.Writer, "%s %s\n", s.ID, s.State())
+	return nil
+}
+
+func runSessionDiff(c *cli.Context) error {
+	id, err := sessionArg(c)
+	if err != nil {
+		return err
+	}
+	e, err := openSessionEnv(c)
+	if err != nil {
+		return err
+	}
+	defer e.close(c)
+	_, d, err := e.mgr.Diff(c.Context, e.user, id, 0)
+	if err != nil {
+		return notFound(err, e.user, id)
+	}
+	if c.Bool("stat") {
+		for _, f := range d.Files {
+			fmt.Fprintf(c.App.Writer, "%-9s +%-5d -%-5d %s\n", f.Status, f.Additions, f.Deletions, f.Path)
+		}
+		return nil
+	}
+	fmt.Fprint(c.App.Writer, d.Patch)
+	return nil
+}
+
+func runSessionExec(c *cli.Context) error {
+	id, err := sessionArg(c)
+	if err != nil {
+		return err
+	}
+	args := c.Args().Tail()
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	command := strings.Join(args, " ")
+	if strings.TrimSpace(command) == "" {
+		return cli.Exit("usage: warren session exec [flags] SESSION_ID -- COMMAND...", 2)
+	}
+	e, err := openSessionEnv(c)
+	if err != nil {
+		return err
+	}
+	defer e.close(c)
+	s, sh, err := e.mgr.OpenCommand(c.Context, e.user, id, command)
+	if err != nil {
+		return notFound(err, e.user, id)
+	}
+	res, err := sh.Exec(c.Context, command, sandbox.ExecOptions{Timeout: c.Duration("timeout"),
+		OnOutput: func(st sandbox.Stream, p []byte) {
+			if st == sandbox.Stderr {
+				os.Stderr.Write(p)
+			} else {
+				c.App.Writer.Write(p)
+			}
+		}})
+	if err != nil {
+		return err
+	}
+	if err := e.mgr.SaveState(c.Context, s, sh); err != nil {
+		return err
+	}
+	if res.TimedOut {
+		fmt.Fprintf(c.App.ErrWriter, "warren: timed out after %s\n", c.Duration("timeout"))
+	}
+	if res.ExitCode != 0 {
+		return cli.Exit(fmt.Sprintf("the command exited with status %d", res.ExitCode), res.ExitCode)
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/tasks"
+)
+
+// sessionFlags are the session caps every serve command takes.
+func sessionFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "idle-timeout", Value: 15 * time.Minute, Usage: "stop a session's shell after this long unused; the next command restarts it in the same cwd with the same exports (0: never)"},
+		&cli.IntFlag{Name: "max-sessions-per-user", Value: 50, Usage: "sessions a user may have that are not deleted (0: no cap)"},
+		&cli.IntFlag{Name: "max-shells", Value: 256, Usage: "jails running at once; the least recently used idle ones are stopped to make room (0: no cap)"},
+		&cli.StringFlag{Name: "quota", Value: "10G", Usage: "disk quota of each workspace under the data dir, e.g. 500M or 10G; over it, writes and commands are refused (0: none)"},
+		&cli.BoolFlag{Name: "allow-local-sources", Usage: "serve http: let session_create clone or bind paths of this host and file:// URLs (always allowed on stdio and with --auth none)"},
+	}
+}
+
+// newSessionManager builds the session manager from the flags and starts
+// its idle reaper; Manager.Close stops it.
+func newSessionManager(c *cli.Context, store *sessions.Store, dir string) (*sessions.Manager, error) {
+	quota, err := sessions.ParseBytes(c.String("quota"))
+	if err != nil {
+		return nil, cli.Exit("--quota: "+err.Error(), 2)
+	}
+	local := c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources")
+	mgr, err := sessions.NewManager(store, sessions.Config{
+		DataDir: dir, BindDir: c.String("workspace"), AllowLocalSources: local,
+		IdleTimeout: c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
+		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota,
+	})
+	if err != nil {
+		return nil, err
+	}
+	mgr.StartReaper(context.Background())
+	return mgr, nil
+}
+
+// releaseClaimsOnEnd releases the task claims of a session when it is
+// archived or deleted: its work stopped, so its tasks go back to the board.
+func releaseClaimsOnEnd(mgr *sessions.Manager, board *tasks.Board, log zerolog.Logger) {
+	if board == nil {
+		return
+	}
+	mgr.SetOnEnd(func(ctx context.Context, id string) {
+		n, err := board.ReleaseSession(ctx, id)
+		if err != nil {
+			log.Warn().Err(err).Str("session", id).Msg("release task claims of an ended session")
+		} else if n > 0 {
+			log.Info().Int("claims", n).Str("session", id).Msg("released task claims of an ended session")
+		}
+	})
+}
