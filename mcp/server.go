@@ -23,6 +23,11 @@ type Options struct {
 	// Meter records the size of every tool result, enforces usage
 	// thresholds on shell_exec and serves the usage toolset; nil: none of it.
 	Meter *metering.Meter
+	// Enforce says that some usage threshold is enforced: shell_exec then
+	// checks Meter.Enforced, after the records of earlier calls are written
+	// so that a crossing stops the very next command. Without it no
+	// command waits for the usage store.
+	Enforce bool
 	// Toolsets names the toolsets to serve; empty means all.
 	Toolsets []string
 	// Log receives the server's logs (stderr: stdout belongs to JSON-RPC).
@@ -58,6 +63,7 @@ func New(opts Options) (*Server, error) {
 	)
 	if d.meter != nil {
 		d.usage = newUsageQueue(d.meter, d.claimOf, d.log)
+		d.usage.enforce = opts.Enforce
 		s.Use(d.meterTools)
 	}
 	for _, t := range tools {

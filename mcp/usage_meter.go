@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -21,7 +22,7 @@ const unknownClient = "unknown"
 func (d *deps) meterTools(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		user := UserFrom(ctx)
-		if req.Params.Name == "shell_exec" && user != "" {
+		if d.usage.enforce && req.Params.Name == "shell_exec" && user != "" {
 			if res := d.enforce(ctx, user, req); res != nil {
 				d.recordResult(ctx, user, req, res)
 				return res, nil
@@ -147,6 +148,8 @@ type usageQueue struct {
 	meter *metering.Meter
 	claim func(ctx context.Context, session string) string
 	log   zerolog.Logger
+	// enforce: some usage threshold stops shell_exec (Options.Enforce).
+	enforce bool
 
 	// mu protects the fields below; cond signals progress of done.
 	mu      sync.Mutex
@@ -156,12 +159,22 @@ type usageQueue struct {
 	done    uint64 // records written (or failed) so far
 	dropped uint64
 	closed  bool
-	wake    chan struct{}
-	exited  chan struct{}
+
+	wake    chan struct{} // a record was queued
+	urgent  chan struct{} // someone waits in flush: write now
+	closing chan struct{} // closed by close
+	exited  chan struct{} // closed when the writer has written the last records
 }
 
+// batchDelay is how long the writer gathers records before a write: one
+// transaction for many calls costs about what one for a single call does,
+// and the database (SQLite in WebAssembly) would otherwise take a real
+// share of the CPU under load. Crashing loses at most this much.
+const batchDelay = 50 * time.Millisecond
+
 func newUsageQueue(m *metering.Meter, claim func(context.Context, string) string, log zerolog.Logger) *usageQueue {
-	q := &usageQueue{meter: m, claim: claim, log: log, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	q := &usageQueue{meter: m, claim: claim, log: log, wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
+		closing: make(chan struct{}), exited: make(chan struct{})}
 	q.cond = sync.NewCond(&q.mu)
 	go q.run()
 	return q
@@ -179,7 +192,6 @@ func (q *usageQueue) add(r metering.Record) {
 	}
 	q.pending = append(q.pending, r)
 	q.queued++
-	// Under mu, so that close cannot close wake in between.
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -193,7 +205,15 @@ func (q *usageQueue) flush() {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for target := q.queued; q.done < target; {
+	target := q.queued
+	if q.done >= target {
+		return
+	}
+	select {
+	case q.urgent <- struct{}{}:
+	default:
+	}
+	for q.done < target {
 		q.cond.Wait()
 	}
 }
@@ -206,7 +226,7 @@ func (q *usageQueue) close() {
 	q.mu.Lock()
 	if !q.closed {
 		q.closed = true
-		close(q.wake)
+		close(q.closing)
 	}
 	q.mu.Unlock()
 	<-q.exited
@@ -214,10 +234,22 @@ func (q *usageQueue) close() {
 
 func (q *usageQueue) run() {
 	defer close(q.exited)
-	for range q.wake {
+	for {
+		select {
+		case <-q.wake:
+		case <-q.closing:
+			q.writePending()
+			return
+		}
+		t := time.NewTimer(batchDelay)
+		select {
+		case <-t.C:
+		case <-q.urgent:
+		case <-q.closing:
+		}
+		t.Stop()
 		q.writePending()
 	}
-	q.writePending()
 }
 
 func (q *usageQueue) writePending() {

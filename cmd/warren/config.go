@@ -143,7 +143,9 @@ func openMeter(ctx context.Context, db *sql.DB, cfg *config, log zerolog.Logger)
 type work struct {
 	board *tasks.Board
 	meter *metering.Meter
-	stop  context.CancelFunc // ends the retention loop
+	// enforce: some threshold stops shell_exec, so the server checks.
+	enforce bool
+	stop    context.CancelFunc // ends the retention loop
 }
 
 // openWork loads the config, opens the board and the meter, and starts
@@ -164,5 +166,9 @@ func openWork(c *cli.Context, db *sql.DB, dataDir string, log zerolog.Logger) (*
 	ctx, stop := context.WithCancel(context.Background())
 	go meter.RunRetention(ctx)
 	log.Info().Str("tasks", board.Path()).Str("config", cfg.path).Msg("task board and metering ready")
-	return &work{board: board, meter: meter, stop: stop}, nil
+	w := &work{board: board, meter: meter, stop: stop}
+	for _, t := range cfg.Metering.Thresholds {
+		w.enforce = w.enforce || t.Enforce
+	}
+	return w, nil
 }
