@@ -126,16 +126,6 @@ func (d *deps) claimOf(ctx context.Context, session string) string {
 	return t.ID
 }
 
-// ReleaseClaims releases every task claim a session holds. The session
-// layer calls it when a session is archived or deleted; without a board it
-// does nothing.
-func (s *Server) ReleaseClaims(ctx context.Context, sessionID string) (int, error) {
-	if s.deps.tasks == nil {
-		return 0, nil
-	}
-	return s.deps.tasks.ReleaseSession(ctx, sessionID)
-}
-
 // maxQueued bounds the records waiting to be written; past it new ones
 // are dropped (and counted in the log) rather than growing memory without
 // bound while the database is stuck.
