@@ -216,3 +216,24 @@ func TestTaskCLI(t *testing.T) {
 		t.Fatalf("tasks_file: %q", b)
 	}
 }
+
+// A claim is released when its session is archived: another session can
+// take the task at once, without waiting for the lease to end.
+func TestArchivingASessionReleasesItsClaims(t *testing.T) {
+	data := t.TempDir()
+	agent := serveStdio(t, "--data-dir", data)
+	agent.ok("task_add", map[string]any{"title": "Hand over"})
+	s := agent.ok("session_create", map[string]any{"name": "short-lived"})
+	id := s["session_id"].(string)
+	agent.ok("task_claim", map[string]any{"task_id": "T-1", "session_id": id})
+	agent.fails("task_claim", map[string]any{"task_id": "T-1"}, "claimed by")
+	agent.ok("session_control", map[string]any{"session_id": id, "action": "archive"})
+	list := agent.ok("task_list", map[string]any{})
+	if task := list["tasks"].([]any)[0].(map[string]any); task["claim"] != nil {
+		t.Fatalf("claim survived the archive: %v", task)
+	}
+	got := agent.ok("task_claim", map[string]any{"task_id": "T-1"})
+	if claim := got["task"].(map[string]any)["claim"].(map[string]any); claim["session_id"] == id {
+		t.Fatalf("claimed by the archived session: %v", claim)
+	}
+}
