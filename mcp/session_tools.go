@@ -68,6 +68,10 @@ type SessionDiffOutput struct {
 
 const defaultDiffBytes = 256 << 10
 
+// The session a result names, for metering.
+func (v SessionView) inSession() string       { return v.SessionID }
+func (o SessionDiffOutput) inSession() string { return o.SessionID }
+
 func (d *deps) view(i sessions.Info) SessionView {
 	return SessionView{SessionID: i.ID, Name: i.Name, State: string(i.State), Mode: string(i.Mode), Source: i.Source,
 		Ref: i.Ref, Commit: i.BaseCommit, Cwd: i.Cwd, Running: d.sessions.Running(i.ID),

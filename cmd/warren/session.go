@@ -89,7 +89,7 @@ func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
 	}
 	// The CLI's user can read the data directory: local sources are theirs.
 	mgr, err := sessions.NewManager(store, sessions.Config{DataDir: dir, AllowLocalSources: true,
-		MaxSessionsPerUser: c.Int("max-sessions-per-user"), QuotaBytes: quota})
+		MaxSessionsPerUser: c.Int("max-sessions-per-user"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval")})
 	if err != nil {
 		db.Close()
 		return nil, err

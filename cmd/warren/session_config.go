@@ -18,6 +18,7 @@ func sessionFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-sessions-per-user", Value: 50, Usage: "sessions a user may have that are not deleted (0: no cap)"},
 		&cli.IntFlag{Name: "max-shells", Value: 256, Usage: "jails running at once; the least recently used idle ones are stopped to make room (0: no cap)"},
 		&cli.StringFlag{Name: "quota", Value: "10G", Usage: "disk quota of each workspace under the data dir, e.g. 500M or 10G; over it, writes and commands are refused (0: none)"},
+		&cli.DurationFlag{Name: "quota-interval", Value: 30 * time.Second, Usage: "how long a workspace's measured disk use is trusted before it is walked again"},
 		&cli.BoolFlag{Name: "allow-local-sources", Usage: "serve http: let session_create clone or bind paths of this host and file:// URLs (always allowed on stdio and with --auth none)"},
 	}
 }
@@ -33,7 +34,7 @@ func newSessionManager(c *cli.Context, store *sessions.Store, dir string) (*sess
 	mgr, err := sessions.NewManager(store, sessions.Config{
 		DataDir: dir, BindDir: c.String("workspace"), AllowLocalSources: local,
 		IdleTimeout: c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
-		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota,
+		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval"),
 	})
 	if err != nil {
 		return nil, err
