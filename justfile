@@ -46,6 +46,10 @@ bench: deps
 bench-mcp: deps
     go test -run '^$' -bench . -benchtime 2000x ./cmd/warren/
 
+# 200 sessions each running a command at once: shell_exec p50/p95, server RSS, memory per idle jail.
+bench-sessions: deps
+    go test -run '^$' -bench Sessions200 -benchtime 1x ./cmd/warren/
+
 # gofmt and go vet must be clean.
 lint:
     #!/usr/bin/env bash
