@@ -172,7 +172,9 @@ func comm(pid int) string {
 func statusKB(pid int, key string) int64 { return kbLine(fmt.Sprintf("/proc/%d/status", pid), key) }
 
 // rollupKB reads a line of /proc/<pid>/smaps_rollup.
-func rollupKB(pid int, key string) int64 { return kbLine(fmt.Sprintf("/proc/%d/smaps_rollup", pid), key) }
+func rollupKB(pid int, key string) int64 {
+	return kbLine(fmt.Sprintf("/proc/%d/smaps_rollup", pid), key)
+}
 
 func kbLine(path, key string) int64 {
 	b, _ := os.ReadFile(path)
