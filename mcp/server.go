@@ -54,9 +54,12 @@ func New(opts Options) (*Server, error) {
 	if version == "" {
 		version = "dev"
 	}
+	hooks := &server.Hooks{}
+	hooks.AddAfterCallTool(newArgumentErrors(tools).afterCallTool)
 	s := server.NewMCPServer("warren", version,
 		server.WithToolCapabilities(false),
 		server.WithInputSchemaValidation(),
+		server.WithHooks(hooks),
 		server.WithRecovery(),
 		server.WithInstructions("warren gives you a persistent, jailed /bin/sh and file tools in a workspace "+
 			"mounted at /workspace. Omit session_id to use your default session."),

@@ -1,0 +1,55 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+// TestBadArgumentsAreExplained sends tool calls with bad arguments through
+// the real mcp-go server: the answer is a tool error in plain words.
+func TestBadArgumentsAreExplained(t *testing.T) {
+	srv, err := New(Options{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		tool string
+		args string
+		want []string
+	}{
+		{"shell_exec", `{}`, []string{"missing property 'command'"}},
+		{"shell_exec", `{"command": 42}`, []string{"argument command", "want string"}},
+		{"shell_exec", `{"command": "ls", "timeout_ms": "soon"}`, []string{"argument timeout_ms", "want integer"}},
+		{"read_file", `{"path": "a", "bogus": 1}`, []string{"bogus"}},
+	}
+	for _, c := range cases {
+		msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + c.tool + `","arguments":` + c.args + `}}`
+		resp := srv.MCPServer().HandleMessage(context.Background(), json.RawMessage(msg))
+		out, _ := json.Marshal(resp)
+		var r struct {
+			Result struct {
+				IsError bool `json:"isError"`
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil || !r.Result.IsError || len(r.Result.Content) != 1 {
+			t.Errorf("%s %s: want a tool error, got %s", c.tool, c.args, out)
+			continue
+		}
+		text := r.Result.Content[0].Text
+		for _, w := range append(c.want, "invalid arguments for "+c.tool) {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s %s: %q lacks %q", c.tool, c.args, text, w)
+			}
+		}
+		if strings.Contains(text, "&{") {
+			t.Errorf("%s %s: raw Go value in %q", c.tool, c.args, text)
+		}
+	}
+}
