@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestSessionsSurviveSIGKILLOfTheServer(t *testing.T) {
@@ -128,5 +133,41 @@ func TestQuotaRefusesWritesAndCommandsOverMCP(t *testing.T) {
 	c.exec("rm big.txt")
 	if got := c.exec("echo ok > more.txt && cat more.txt"); got["stdout"] != "ok\n" {
 		t.Fatalf("after freeing space: %v", got)
+	}
+}
+
+func TestSessionCreateClonesWithProgressAndDiffs(t *testing.T) {
+	needJail(t)
+	repo := t.TempDir()
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first"},
+	} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	c := serveStdio(t, "--data-dir", jailDir(t))
+	p := &sdk.CallToolParams{Name: "session_create", Arguments: map[string]any{"source": "file://" + repo, "ref": "main"}}
+	p.SetProgressToken("clone-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.cs.CallTool(ctx, p)
+	if err != nil || res.IsError {
+		t.Fatalf("session_create: %v %s", err, textOfMaybe(res))
+	}
+	s := structured(t, res)
+	if s["mode"] != "clone" || len(s["commit"].(string)) != 40 || s["state"] != "active" {
+		t.Fatalf("created %v", s)
+	}
+	if progress := progressMessages(c.wire.snapshot(), "clone-1"); !strings.Contains(progress, "cloning file://"+repo) {
+		t.Fatalf("clone progress %q", progress)
+	}
+	id := s["session_id"].(string)
+	c.exec("echo new > added.txt", "session_id", id)
+	d := c.ok("session_diff", map[string]any{"session_id": id})
+	files := d["files"].([]any)
+	if len(files) != 1 || files[0].(map[string]any)["status"] != "added" || files[0].(map[string]any)["path"] != "added.txt" {
+		t.Fatalf("diff %v", d)
 	}
 }
