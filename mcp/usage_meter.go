@@ -82,7 +82,7 @@ func (r TaskOutput) inSession() string {
 
 // sessionOf names the session a call worked in: the one its result names,
 // else its session_id argument if that is the caller's, else the caller's
-// default session. It returns "" when none can be found.
+// default session if it exists. It returns "" when none can be found.
 func (d *deps) sessionOf(ctx context.Context, user string, req mcp.CallToolRequest, res *mcp.CallToolResult) string {
 	if res != nil {
 		if s, ok := res.StructuredContent.(inSession); ok && s.inSession() != "" {
@@ -90,7 +90,7 @@ func (d *deps) sessionOf(ctx context.Context, user string, req mcp.CallToolReque
 		}
 	}
 	id, _ := req.GetArguments()["session_id"].(string)
-	s, err := d.sessions.Get(ctx, user, id)
+	s, err := d.sessions.Lookup(ctx, user, id) // never create a session to bill it
 	if err != nil {
 		return ""
 	}

@@ -132,6 +132,26 @@ func (m *Manager) Get(ctx context.Context, user, id string) (*Session, error) {
 	return m.remember(s), nil
 }
 
+// Lookup is Get without side effects: an empty id finds the user's default
+// session only if it exists already (ErrNotFound otherwise). Used to
+// attribute usage, which must not create sessions.
+func (m *Manager) Lookup(ctx context.Context, user, id string) (*Session, error) {
+	if id != "" {
+		return m.Get(ctx, user, id)
+	}
+	key := "empty"
+	if m.cfg.BindDir != "" {
+		key = "bind:" + m.cfg.BindDir
+	}
+	m.mu.Lock()
+	sid, ok := m.defaults[user+"\x00"+key]
+	m.mu.Unlock()
+	if ok {
+		return m.Get(ctx, user, sid)
+	}
+	return m.store.GetDefault(ctx, user, key)
+}
+
 // refresh re-reads s's state when the cached one is older than recheck.
 func (m *Manager) refresh(ctx context.Context, s *Session) error {
 	s.mu.Lock()

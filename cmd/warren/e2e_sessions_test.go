@@ -171,3 +171,18 @@ func TestSessionCreateClonesWithProgressAndDiffs(t *testing.T) {
 		t.Fatalf("diff %v", d)
 	}
 }
+
+// Listing, and calls that need no workspace, create no session: the
+// metering of their results must not invent a default session to bill.
+func TestListingCreatesNoSession(t *testing.T) {
+	c := serveStdio(t, "--data-dir", t.TempDir())
+	for range 3 {
+		if got := c.ok("session_list", nil)["sessions"].([]any); len(got) != 0 {
+			t.Fatalf("session_list on a fresh server: %v", got)
+		}
+	}
+	c.ok("task_list", map[string]any{})
+	if got := c.ok("session_list", nil)["sessions"].([]any); len(got) != 0 {
+		t.Fatalf("after task_list: %v", got)
+	}
+}
