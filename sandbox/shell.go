@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -37,6 +38,7 @@ type Shell struct {
 	cgErr    error // why the jail has no cgroup, once tried
 	state    State
 	closed   bool
+	prepared bool // the workspace was handed to the jail's uid
 	nonceSeq uint64
 	prefix   string // random per shell, so nonces cannot be guessed
 }
@@ -200,8 +202,14 @@ func (s *Shell) ensureJail() (*jail, error) {
 	if s.cg != nil {
 		s.cg.killAll() // leftovers of an earlier jail
 	}
-	if err := prepareWorkspace(s.profile.Workspace, s.cred); err != nil {
-		return nil, err
+	// Once per Shell: granting walks the whole tree, and files created by
+	// hand later get the jail's access through the default ACL (masked by
+	// their mode: a 0644 file stays read-only until the server restarts).
+	if !s.prepared {
+		if err := prepareWorkspace(s.profile.Workspace, s.cred); err != nil {
+			return nil, err
+		}
+		s.prepared = true
 	}
 	j, err := startJail(jailSpec{
 		bwrap:   s.bwrap,
@@ -267,7 +275,13 @@ func prepareWorkspace(dir string, cred *syscall.Credential) error {
 		return fmt.Errorf("workspace %s is a system directory owned by root: the jail runs as uid %d "+
 			"and warren will not hand it over; use a directory of your own", dir, cred.Uid)
 	}
-	return ChownTree(dir, int(cred.Uid), int(cred.Gid))
+	// Grant, don't give: owners stay as they are. Only a file system
+	// without ACLs gets the tree handed over with chown.
+	err = GrantTree(dir, int(cred.Uid))
+	if errors.Is(err, errNoACL) {
+		return ChownTree(dir, int(cred.Uid), int(cred.Gid))
+	}
+	return err
 }
 
 // checkTraversable makes sure the jail's uid can reach dir: bwrap resolves

@@ -1,0 +1,65 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestRootOwnedWorkspaceIsSharedNotGivenAway runs where the server is root
+// (as in CI): a root-owned checkout must stay root's — git refuses a
+// repository owned by another user — while the jail's uid works in it.
+func TestRootOwnedWorkspaceIsSharedNotGivenAway(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a server running as root hands workspaces to another uid")
+	}
+	dir := testWorkspace(t)
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	os.MkdirAll(filepath.Join(dir, "src"), 0o755)
+	os.WriteFile(filepath.Join(dir, "src", "main.go"), []byte("package main\n"), 0o644)
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-qm", "init")
+
+	sh, err := NewShell(DefaultProfile(dir), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	expectOut(t, sh, "echo edited >> src/main.go && mkdir -p new/deep && echo x > new/deep/f && echo ok", 0, "ok")
+
+	for _, p := range []string{dir, filepath.Join(dir, ".git"), filepath.Join(dir, "src", "main.go")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != 0 {
+			t.Errorf("%s now belongs to uid %d", p, uid)
+		}
+	}
+	if st := git("status", "--porcelain"); !strings.Contains(st, "src/main.go") || !strings.Contains(st, "new/") {
+		t.Errorf("git status after the jail's edits: %q", st)
+	}
+	// A file root creates later inherits the default ACL, masked by its
+	// mode: 0664 is writable by the jail, 0644 readable.
+	os.WriteFile(filepath.Join(dir, "src", "later.txt"), []byte("root wrote this\n"), 0o664)
+	expectOut(t, sh, "echo jail >> src/later.txt && echo ok", 0, "ok")
+	os.WriteFile(filepath.Join(dir, "src", "ro.txt"), []byte("read me\n"), 0o644)
+	expectOut(t, sh, "cat src/ro.txt", 0, "read me")
+	// The jail cannot widen its own rights beyond the workspace.
+	if res := mustRun(t, sh, "touch /workspace/../escape"); res.ExitCode == 0 {
+		t.Error("the jail wrote above its workspace")
+	}
+}
