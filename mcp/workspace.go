@@ -9,6 +9,9 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/sandbox"
 )
@@ -88,11 +91,19 @@ func (w *ws) writeAtomic(rel string, data []byte) error {
 		return err
 	}
 	mode := fs.FileMode(0o644)
-	if fi, err := w.root.Stat(rel); err == nil {
+	uid, gid := w.uid, w.gid
+	var acl []byte
+	if fi, err := w.root.Lstat(rel); err == nil {
 		if fi.IsDir() {
 			return errorf("%s is a directory, not a file", jailPath(rel))
 		}
 		mode = fi.Mode().Perm()
+		// Replacing a file keeps its owner and its ACL (through which a
+		// root-owned tree is shared with the jail's uid).
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() {
+			uid, gid = int(st.Uid), int(st.Gid)
+			acl = w.readACL(rel)
+		}
 	} else if !isNotExist(err) {
 		return err
 	}
@@ -108,7 +119,10 @@ func (w *ws) writeAtomic(rel string, data []byte) error {
 		err = f.Chmod(mode)
 	}
 	if err == nil && w.chown {
-		err = f.Chown(w.uid, w.gid)
+		err = f.Chown(uid, gid)
+	}
+	if err == nil && acl != nil {
+		err = unix.Fsetxattr(int(f.Fd()), aclXattr, acl, 0)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -121,6 +135,24 @@ func (w *ws) writeAtomic(rel string, data []byte) error {
 		return err
 	}
 	return nil
+}
+
+// aclXattr holds a file's POSIX ACL.
+const aclXattr = "system.posix_acl_access"
+
+// readACL returns rel's ACL, or nil when it has none.
+func (w *ws) readACL(rel string) []byte {
+	f, err := w.root.Open(rel)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	buf := make([]byte, 1024)
+	n, err := unix.Fgetxattr(int(f.Fd()), aclXattr, buf)
+	if err != nil || n == 0 {
+		return nil
+	}
+	return buf[:n]
 }
 
 // jailPath is rel as the shell sees it.
