@@ -3,58 +3,15 @@ package main
 import (
 	"bufio"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// warrenBinary builds the warren binary once per test run.
-func warrenBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "warren-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "warren")
-		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			t.Logf("%s", out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build warren: %v", buildErr)
-	}
-	return builtBin
-}
-
-// userWorkspace makes a directory the jail's uid can reach.
-func userWorkspace(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "warren-cli-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func TestDoctorPassesOnThisMachine(t *testing.T) {
-	out, err := exec.Command(warrenBinary(t), "doctor").CombinedOutput()
+	out, err := exec.Command(warrenBin, "doctor").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "jails work on this machine") {
 		t.Fatalf("warren doctor: %v\n%s", err, out)
 	}
@@ -63,7 +20,7 @@ func TestDoctorPassesOnThisMachine(t *testing.T) {
 // TestShellCtrlCInterruptsCommandNotSession drives `warren shell` as a
 // person would: type commands, press Ctrl-C during a long one, go on.
 func TestShellCtrlCInterruptsCommandNotSession(t *testing.T) {
-	cmd := exec.Command(warrenBinary(t), "shell", "--workspace", userWorkspace(t))
+	cmd := exec.Command(warrenBin, "shell", "--workspace", jailDir(t))
 	stdin, _ := cmd.StdinPipe()
 	stdoutR, stdoutW := io.Pipe()
 	cmd.Stdout = stdoutW
