@@ -38,12 +38,21 @@ func init() {
 	s.AddTool(mcpgo.NewTool("noop"), func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		return mcpgo.NewToolResultText(""), nil
 	})
+	// The same payload read_file returns for a 4 KB file, without reading
+	// anything: what carrying 4 KB twice (text and structured) costs.
+	s.AddTool(mcpgo.NewTool("payload4k"), func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		return mcpgo.NewToolResultStructured(map[string]any{"path": "/workspace/4k.txt", "content": bench4k,
+			"total_lines": 256, "truncated": false}, bench4k), nil
+	})
 	if err := server.ServeStdio(s); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
+
+// bench4k is the 4 KB file read_file reads in the benchmark.
+var bench4k = strings.Repeat("abcdefghijklmno\n", 256)
 
 // timed collects durations and reports their median.
 type timed []time.Duration
@@ -69,7 +78,7 @@ func mustCall(b *testing.B, c *client, name string, args map[string]any) time.Du
 func BenchmarkStdioAgainstFloors(b *testing.B) {
 	needJail(b)
 	ws := jailDir(b)
-	if err := os.WriteFile(filepath.Join(ws, "4k.txt"), []byte(strings.Repeat("abcdefghijklmno\n", 256)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(ws, "4k.txt"), []byte(bench4k), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	floorCmd := exec.Command(os.Args[0])
@@ -97,10 +106,11 @@ func BenchmarkStdioAgainstFloors(b *testing.B) {
 		mustCall(b, warren, "shell_exec", map[string]any{"command": "echo hi"})
 		mustCall(b, warren, "read_file", map[string]any{"path": "4k.txt"})
 	}
-	var mcpF, shF, exec, read timed
+	var mcpF, payF, shF, exec, read timed
 	b.ResetTimer()
 	for range b.N {
 		mcpF = append(mcpF, mustCall(b, floor, "noop", nil))
+		payF = append(payF, mustCall(b, floor, "payload4k", nil))
 		shF = append(shF, shellFloor())
 		exec = append(exec, mustCall(b, warren, "shell_exec", map[string]any{"command": "echo hi"}))
 		read = append(read, mustCall(b, warren, "read_file", map[string]any{"path": "4k.txt"}))
@@ -114,6 +124,9 @@ func BenchmarkStdioAgainstFloors(b *testing.B) {
 	// Targets: shell_exec ≤ 1.5 × (MCP floor + shell floor); read_file ≤ 1.5 × MCP floor.
 	b.ReportMetric(float64(exec.p50())/float64(mcpF.p50()+shF.p50()), "shell_exec/floors")
 	b.ReportMetric(float64(read.p50())/float64(mcpF.p50()), "read_file/mcp-floor")
+	// What warren adds to carrying the same 4 KB result.
+	b.ReportMetric(us(payF.p50()), "payload4k-floor-p50-µs")
+	b.ReportMetric(float64(read.p50())/float64(payF.p50()), "read_file/payload-floor")
 }
 
 // BenchmarkConcurrentShellExec drives 8 clients, each its own user and so
