@@ -4,63 +4,20 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/warrenhq/warren/sessions/workspace/gittest"
+
 	"github.com/warrenhq/warren/sessions/workspace"
 )
 
-// gitRepo makes a real repository with git itself: two commits on main, a
-// tag v1 on the first, a branch "feature", and a .gitignore.
-func gitRepo(t *testing.T) (dir, first, second string) {
-	t.Helper()
-	dir = t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t",
-			"GIT_COMMITTER_EMAIL=t@t", "GIT_CONFIG_GLOBAL=/dev/null")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	git("init", "-q", "-b", "main")
-	write(t, dir, "README.md", "version one\n")
-	write(t, dir, "gone.txt", "to be deleted\n")
-	write(t, dir, ".gitignore", "*.log\n")
-	git("add", "-A")
-	git("commit", "-q", "-m", "first")
-	first = git("rev-parse", "HEAD")
-	git("tag", "v1")
-	git("branch", "feature")
-	write(t, dir, "README.md", "version two\n")
-	git("commit", "-q", "-am", "second")
-	second = git("rev-parse", "HEAD")
-	git("checkout", "-q", "feature")
-	write(t, dir, "feature.txt", "on the branch\n")
-	git("add", "-A")
-	git("commit", "-q", "-m", "feature work")
-	git("checkout", "-q", "main")
-	return dir, first, second
-}
+func gitRepo(t *testing.T) (dir, first, second string) { return gittest.Repo(t) }
 
-func write(t *testing.T, dir, name, content string) {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+func write(t *testing.T, dir, name, content string) { gittest.Write(t, dir, name, content) }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
