@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -30,7 +31,43 @@ type cgroup struct {
 	fd   int // v2: open directory for CLONE_INTO_CGROUP
 }
 
-var cgroupSeq atomic.Int64
+var (
+	cgroupSeq atomic.Int64
+	sweepOnce sync.Once
+)
+
+// sweepStale removes the cgroups of warren servers that died without
+// cleaning up (kill -9): their names carry the dead server's pid. Their
+// jails died with the server (Pdeathsig); anything left is killed.
+func sweepStale(own map[string]string) {
+	var parents []string
+	if CgroupMode() == "v2" {
+		parents = []string{filepath.Join(cgroupRoot, own[""])}
+	} else {
+		for _, ctrl := range []string{"pids", "memory", "cpu"} {
+			mount := filepath.Join(cgroupRoot, ctrl)
+			p := filepath.Join(mount, own[ctrl])
+			if _, err := os.Stat(p); err != nil {
+				p = mount
+			}
+			parents = append(parents, p)
+		}
+	}
+	for _, parent := range parents {
+		dirs, _ := filepath.Glob(filepath.Join(parent, "warren-*-*"))
+		for _, dir := range dirs {
+			var pid, seq int
+			if _, err := fmt.Sscanf(filepath.Base(dir), "warren-%d-%d", &pid, &seq); err != nil || pid == os.Getpid() {
+				continue
+			}
+			if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+				continue // that server is alive
+			}
+			stale := &cgroup{v2: CgroupMode() == "v2", dirs: []string{dir}, fd: -1}
+			stale.remove()
+		}
+	}
+}
 
 // CgroupMode says how a host can bound jails: "v2", "v1" or "" for none.
 func CgroupMode() string {
@@ -52,6 +89,7 @@ func newCgroup(l Limits) (*cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	sweepOnce.Do(func() { sweepStale(own) })
 	switch CgroupMode() {
 	case "v2":
 		return newCgroupV2(own[""], name, l)

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -197,5 +198,34 @@ func TestCloseLeavesNothingBehind(t *testing.T) {
 	}
 	if _, err := sh.Exec(context.Background(), "echo", ExecOptions{}); err != ErrClosed {
 		t.Errorf("Exec after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestStaleCgroupsOfDeadServersAreSwept(t *testing.T) {
+	own, err := ownCgroups()
+	if err != nil || CgroupMode() != "v1" {
+		t.Skip("the sweep is exercised on cgroup v1 hosts like CI's")
+	}
+	parent := filepath.Join(cgroupRoot, "pids", own["pids"])
+	if _, err := os.Stat(parent); err != nil {
+		parent = filepath.Join(cgroupRoot, "pids")
+	}
+	// A pid that cannot be alive: above the kernel's maximum.
+	stale := filepath.Join(parent, "warren-99999999-1")
+	if err := os.Mkdir(stale, 0o755); err != nil {
+		t.Skipf("cannot create cgroups here: %v", err)
+	}
+	mine := filepath.Join(parent, fmt.Sprintf("warren-%d-999999", os.Getpid()))
+	if err := os.Mkdir(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(mine)
+	sweepStale(own)
+	if _, err := os.Stat(stale); err == nil {
+		os.Remove(stale)
+		t.Fatal("the cgroup of a dead server survived the sweep")
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Fatal("the sweep removed a cgroup of this live server")
 	}
 }
