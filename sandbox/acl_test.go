@@ -49,6 +49,11 @@ func TestRootOwnedWorkspaceIsSharedNotGivenAway(t *testing.T) {
 			t.Errorf("%s now belongs to uid %d", p, uid)
 		}
 	}
+	// git inside the jail works too, although the checkout belongs to a
+	// uid the jail cannot map.
+	if res := mustRun(t, sh, "git status --porcelain"); res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "src/main.go") {
+		t.Errorf("git status in the jail: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
 	if st := git("status", "--porcelain"); !strings.Contains(st, "src/main.go") || !strings.Contains(st, "new/") {
 		t.Errorf("git status after the jail's edits: %q", st)
 	}

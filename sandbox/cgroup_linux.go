@@ -175,8 +175,22 @@ func newCgroupV2(own, name string, l Limits) (*cgroup, error) {
 	return cg, nil
 }
 
-// ownCgroups reads /proc/self/cgroup: controller → path ("" for v2).
+var (
+	ownOnce sync.Once
+	own     map[string]string
+	ownErr  error
+)
+
+// ownCgroups returns the server's own cgroups: controller → path ("" for
+// v2). They are read once, before any thread moves: /proc/self/cgroup shows
+// the main thread, which may be the one briefly inside a jail's cgroup
+// while it forks bwrap, and a cgroup created then would nest in the jail's.
 func ownCgroups() (map[string]string, error) {
+	ownOnce.Do(func() { own, ownErr = readOwnCgroups() })
+	return own, ownErr
+}
+
+func readOwnCgroups() (map[string]string, error) {
 	f, err := os.Open("/proc/self/cgroup")
 	if err != nil {
 		return nil, err
@@ -278,12 +292,27 @@ func (cg *cgroup) remove() {
 		cg.fd = -1
 	}
 	for _, dir := range cg.dirs {
-		for i := 0; i < 50; i++ {
-			if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		removeCgroupDir(dir)
 	}
 	cg.dirs = nil
+}
+
+// removeCgroupDir removes dir and any cgroup nested in it, retrying briefly
+// while the kernel finishes tearing down the processes that left it.
+func removeCgroupDir(dir string) {
+	if subs, err := os.ReadDir(dir); err == nil {
+		for _, e := range subs {
+			if e.IsDir() {
+				sub := &cgroup{dirs: []string{filepath.Join(dir, e.Name())}, fd: -1}
+				sub.killAll()
+				removeCgroupDir(sub.dirs[0])
+			}
+		}
+	}
+	for i := 0; i < 50; i++ {
+		if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -229,3 +229,42 @@ func TestStaleCgroupsOfDeadServersAreSwept(t *testing.T) {
 		t.Fatal("the sweep removed a cgroup of this live server")
 	}
 }
+
+func TestHomeKeepsDotfilesOutOfTheWorkspace(t *testing.T) {
+	home := filepath.Join(testWorkspace(t), "home")
+	sh, ws := newTestShell(t, func(p *Profile) { p.Home = home })
+	mustRun(t, sh, "export KEEP=1")
+	expectOut(t, sh, "mkdir -p ~/.cache/tool && echo cached > ~/.cache/tool/x && git config --global user.name agent && echo $HOME", 0, "/home/warren")
+	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
+		t.Errorf("dotfiles landed in the workspace: %v", entries)
+	}
+	if b, err := os.ReadFile(filepath.Join(home, ".cache", "tool", "x")); err != nil || string(b) != "cached\n" {
+		t.Errorf("home on the host: %q %v", b, err)
+	}
+	mustRun(t, sh, "kill -9 $$") // a fresh shell finds the same home
+	expectOut(t, sh, "cat ~/.cache/tool/x; git config --global user.name", 0, "cached\nagent")
+}
+
+// TestConcurrentStartsDoNotNestCgroups starts jails at the same moment:
+// each gets a cgroup beside the others, never inside another jail's (the
+// thread that forks a jail sits in its cgroup for a moment).
+func TestConcurrentStartsDoNotNestCgroups(t *testing.T) {
+	const n = 8
+	shells := make([]*Shell, n)
+	for i := range shells {
+		shells[i], _ = newTestShell(t)
+	}
+	requireCgroups(t, shells[0])
+	var wg sync.WaitGroup
+	for _, sh := range shells[1:] {
+		wg.Go(func() { mustRun(t, sh, "true") })
+	}
+	wg.Wait()
+	for _, sh := range shells {
+		for _, dir := range sh.cg.dirs {
+			if parent := filepath.Base(filepath.Dir(dir)); strings.HasPrefix(parent, "warren-") {
+				t.Errorf("cgroup %s is nested in another jail's", dir)
+			}
+		}
+	}
+}

@@ -11,6 +11,9 @@ import (
 // MountPoint is where the workspace appears inside every jail.
 const MountPoint = "/workspace"
 
+// HomeDir is where Profile.Home appears inside the jail.
+const HomeDir = "/home/warren"
+
 // Profile describes one jail. Everything not granted here is denied: the
 // jail starts from an empty root, and only what BwrapArgs adds is visible.
 type Profile struct {
@@ -32,6 +35,10 @@ type Profile struct {
 	// runs as root; -1 picks the workspace's owner, or 65534 (nobody) when
 	// the workspace belongs to root. Ignored when the server is not root.
 	HostUID, HostGID int
+	// Home, when set, is a host directory bound read-write at HomeDir and
+	// used as $HOME, so that caches and dotfiles (~/.cache, ~/.gitconfig,
+	// ~/.npm) stay out of the workspace. Empty: $HOME is the workspace.
+	Home string
 	// Hostname is the jail's host name.
 	Hostname string
 	// Limits bound what the jail may consume.
@@ -80,14 +87,20 @@ func DefaultProfile(workspace string) Profile {
 	}
 }
 
-// baseEnv is the environment every jailed shell starts with.
+// baseEnv is the environment every jailed shell starts with, besides HOME.
 var baseEnv = [][2]string{
 	{"PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"},
-	{"HOME", MountPoint},
 	{"LANG", "C.UTF-8"},
 	{"TERM", "dumb"},
 	{"USER", "warren"},
 	{"SHELL", "/bin/sh"},
+	// Inside the jail a root-owned checkout appears to belong to nobody,
+	// and git would refuse it as "dubious ownership". Everything the jail
+	// can see is its own workspace, so every directory is safe. (git reads
+	// safe.directory from this "command line" configuration.)
+	{"GIT_CONFIG_COUNT", "1"},
+	{"GIT_CONFIG_KEY_0", "safe.directory"},
+	{"GIT_CONFIG_VALUE_0", "*"},
 }
 
 // Validate reports what is wrong with a profile before any process starts.
@@ -97,6 +110,9 @@ func (p Profile) Validate() error {
 	}
 	if !filepath.IsAbs(p.Workspace) {
 		return fmt.Errorf("profile: workspace %q is not an absolute path", p.Workspace)
+	}
+	if p.Home != "" && !filepath.IsAbs(p.Home) {
+		return fmt.Errorf("profile: home %q is not an absolute path", p.Home)
 	}
 	if p.UID < 0 || p.GID < 0 {
 		return fmt.Errorf("profile: jail uid/gid must not be negative")
@@ -139,6 +155,11 @@ func BwrapArgs(p Profile, infoFD int, command ...string) []string {
 	if p.Hostname != "" {
 		a = append(a, "--hostname", p.Hostname)
 	}
+	home := MountPoint
+	if p.Home != "" {
+		home = HomeDir
+	}
+	a = append(a, "--setenv", "HOME", home)
 	for _, kv := range baseEnv {
 		a = append(a, "--setenv", kv[0], kv[1])
 	}
@@ -158,7 +179,11 @@ func BwrapArgs(p Profile, infoFD int, command ...string) []string {
 	if p.ReadOnlyWorkspace {
 		bind = "--ro-bind"
 	}
-	a = append(a, bind, p.Workspace, MountPoint, "--chdir", MountPoint, "--remount-ro", "/")
+	a = append(a, bind, p.Workspace, MountPoint)
+	if p.Home != "" {
+		a = append(a, "--bind", p.Home, HomeDir)
+	}
+	a = append(a, "--chdir", MountPoint, "--remount-ro", "/")
 	if infoFD >= 0 {
 		a = append(a, "--info-fd", strconv.Itoa(infoFD))
 	}

@@ -209,6 +209,9 @@ func (s *Shell) ensureJail() (*jail, error) {
 		if err := prepareWorkspace(s.profile.Workspace, s.cred); err != nil {
 			return nil, err
 		}
+		if err := prepareHome(s.profile.Home, s.cred); err != nil {
+			return nil, err
+		}
 		s.prepared = true
 	}
 	j, err := startJail(jailSpec{
@@ -282,6 +285,31 @@ func prepareWorkspace(dir string, cred *syscall.Credential) error {
 		return ChownTree(dir, int(cred.Uid), int(cred.Gid))
 	}
 	return err
+}
+
+// prepareHome creates the jail's home directory and, when the server runs
+// as root, gives it to the jail's uid: it is warren's, not the user's.
+func prepareHome(dir string, cred *syscall.Credential) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("home %s: %w", dir, err)
+	}
+	if cred == nil {
+		return nil
+	}
+	if err := checkTraversable(dir, cred); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("home %s: %w", dir, err)
+	}
+	if fi.Sys().(*syscall.Stat_t).Uid == cred.Uid {
+		return nil
+	}
+	return ChownTree(dir, int(cred.Uid), int(cred.Gid))
 }
 
 // checkTraversable makes sure the jail's uid can reach dir: bwrap resolves

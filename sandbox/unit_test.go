@@ -46,6 +46,7 @@ func TestBwrapArgsTable(t *testing.T) {
 		{"unsized tmp", func(p *Profile) { p.TmpSize = 0 }, []string{"--perms", "1777", "--tmpfs", "/tmp"}, ""},
 		{"uid and gid", func(p *Profile) { p.UID, p.GID = 1234, 4321 }, []string{"--uid", "1234", "--gid", "4321"}, ""},
 		{"hostname", func(p *Profile) { p.Hostname = "box" }, []string{"--hostname", "box"}, ""},
+		{"home", func(p *Profile) { p.Home = "/data/homes/s1" }, []string{"--bind", "/data/homes/s1", "/home/warren"}, ""},
 		{"secret env stays off argv", func(p *Profile) { p.Env = map[string]string{"TOKEN": "s3cret"} }, []string{"--clearenv"}, "s3cret"},
 	}
 	for _, tt := range tests {

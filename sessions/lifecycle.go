@@ -34,6 +34,9 @@ func (m *Manager) workspaceDir(id string) string {
 }
 func (m *Manager) auditDir(id string) string { return filepath.Join(m.cfg.DataDir, "audit", id+".git") }
 
+// homeDir is the session's $HOME, outside its workspace.
+func (m *Manager) homeDir(id string) string { return filepath.Join(m.cfg.DataDir, "homes", id) }
+
 // opLock serialises lifecycle changes and audit access of one session.
 func (m *Manager) opLock(id string) func() {
 	v, _ := m.ops.LoadOrStore(id, &sync.Mutex{})
@@ -292,7 +295,7 @@ func (m *Manager) Delete(ctx context.Context, user, id string) (*Session, error)
 		if s.Mode != ModeBind && s.Workspace != "" {
 			errs = append(errs, forceRemove(s.Workspace))
 		}
-		errs = append(errs, forceRemove(m.auditDir(s.ID)))
+		errs = append(errs, forceRemove(m.auditDir(s.ID)), forceRemove(m.homeDir(s.ID)))
 		if err = errors.Join(errs...); err != nil {
 			err = fmt.Errorf("session %s is deleted, but removing its files failed: %w", s.ID, err)
 		}

@@ -199,6 +199,9 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 	state := s.shellState()
 	p := m.cfg.Profile(s.Workspace)
 	p.ReadOnlyWorkspace = s.State() == StateArchived
+	if m.cfg.DataDir != "" {
+		p.Home = m.homeDir(s.ID) // caches and dotfiles stay out of the workspace
+	}
 	sh, err := sandbox.NewShell(p, sandbox.Options{State: &state})
 	if err != nil {
 		return nil, fmt.Errorf("start shell of session %s: %w", s.ID, err)

@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -67,19 +68,31 @@ func (m *Manager) Usage(s *Session) (int64, error) {
 	if !u.at.IsZero() && m.now().Sub(u.at) < m.cfg.QuotaInterval {
 		return u.bytes, nil
 	}
-	n, err := DiskUsage(s.Workspace)
-	if err != nil {
-		return 0, err
+	var n int64
+	if s.Mode != ModeBind { // a bound directory is the user's, not the session's
+		w, err := DiskUsage(s.Workspace)
+		if err != nil {
+			return 0, err
+		}
+		n += w
+	}
+	if m.cfg.DataDir != "" {
+		h, err := DiskUsage(m.homeDir(s.ID))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, err
+		}
+		n += h
 	}
 	u.bytes, u.at = n, m.now()
 	u.over = m.cfg.QuotaBytes > 0 && n > m.cfg.QuotaBytes
 	return n, nil
 }
 
-// checkQuota refuses `what` when s's workspace is over Config.QuotaBytes.
-// Bound directories belong to the user and are not measured.
+// checkQuota refuses `what` when s's workspace and home together are over
+// Config.QuotaBytes. Bound directories belong to the user and are not
+// measured; the home of a bound session is.
 func (m *Manager) checkQuota(s *Session, what string) error {
-	if m.cfg.QuotaBytes <= 0 || s.Mode == ModeBind {
+	if m.cfg.QuotaBytes <= 0 {
 		return nil
 	}
 	n, err := m.Usage(s)

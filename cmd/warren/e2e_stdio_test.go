@@ -107,6 +107,7 @@ func TestStdioProgressArrivesBeforeTheResult(t *testing.T) {
 func TestStdioYieldWaitAndKill(t *testing.T) {
 	needJail(t)
 	user := serveStdio(t, "--data-dir", jailDir(t))
+	user.exec("true") // start the jail: the yield below measures the command, not a cold start
 
 	got := user.exec("echo start; sleep 0.5; echo done", "yield_ms", 100)
 	if got["running"] != true || got["job_id"] == nil || got["stdout"] != "start\n" {
