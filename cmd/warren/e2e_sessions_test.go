@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -184,5 +185,19 @@ func TestListingCreatesNoSession(t *testing.T) {
 	c.ok("task_list", map[string]any{})
 	if got := c.ok("session_list", nil)["sessions"].([]any); len(got) != 0 {
 		t.Fatalf("after task_list: %v", got)
+	}
+}
+
+// A session's $HOME is its own, outside the workspace: a tool that writes
+// caches or dotfiles leaves the user's directory alone.
+func TestSessionHomeStaysOutOfTheWorkspace(t *testing.T) {
+	ws := jailDir(t)
+	c := serveStdio(t, "--workspace", ws, "--data-dir", jailDir(t))
+	out := c.exec("mkdir -p ~/.cache/x && git config --global user.name agent && echo $HOME")
+	if out["stdout"] != "/home/warren\n" {
+		t.Fatalf("HOME: %v", out)
+	}
+	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
+		t.Fatalf("dotfiles landed in the bound workspace: %v", entries)
 	}
 }
