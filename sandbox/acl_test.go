@@ -2,11 +2,12 @@ package sandbox
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/warrenhq/warren/sessions/workspace/gittest"
 )
 
 // TestRootOwnedWorkspaceIsSharedNotGivenAway runs where the server is root
@@ -17,16 +18,7 @@ func TestRootOwnedWorkspaceIsSharedNotGivenAway(t *testing.T) {
 		t.Skip("only a server running as root hands workspaces to another uid")
 	}
 	dir := testWorkspace(t)
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
+	git := gittest.Git(t, dir)
 	os.MkdirAll(filepath.Join(dir, "src"), 0o755)
 	os.WriteFile(filepath.Join(dir, "src", "main.go"), []byte("package main\n"), 0o644)
 	git("init", "-q")

@@ -54,6 +54,21 @@ func dataDir(c *cli.Context) (string, error) {
 	return dir, nil
 }
 
+// openData resolves the data directory, reads its config file and opens
+// its database: how every command that works on the data directory starts.
+func openData(c *cli.Context) (dir string, cfg *config, db *sql.DB, err error) {
+	if dir, err = dataDir(c); err != nil {
+		return "", nil, nil, err
+	}
+	if cfg, err = loadConfig(c, dir); err != nil {
+		return "", nil, nil, err
+	}
+	if db, err = openDB(c.Context, dir); err != nil {
+		return "", nil, nil, err
+	}
+	return dir, cfg, db, nil
+}
+
 // openDB opens <dir>/warren.db with WAL, a busy timeout and foreign keys.
 // Each store applies its own migrations when it is built.
 func openDB(ctx context.Context, dir string) (*sql.DB, error) {

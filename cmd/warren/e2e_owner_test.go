@@ -2,11 +2,12 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/warrenhq/warren/sessions/workspace/gittest"
 )
 
 // TestRootServerKeepsABoundCheckoutOwned: a server running as root (as in
@@ -18,16 +19,7 @@ func TestRootServerKeepsABoundCheckoutOwned(t *testing.T) {
 		t.Skip("only a server running as root hands workspaces to another uid")
 	}
 	dir := jailDir(t)
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
+	git := gittest.Git(t, dir)
 	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
 	git("init", "-q")
 	git("add", "-A")
@@ -50,7 +42,7 @@ func TestRootServerKeepsABoundCheckoutOwned(t *testing.T) {
 		}
 	}
 	st := git("status", "--porcelain")
-	if !strings.Contains(st, " M main.go") || !strings.Contains(st, "?? pkg/") {
+	if !strings.Contains(st, "M main.go") || !strings.Contains(st, "?? pkg/") {
 		t.Errorf("git status in the checkout: %q", st)
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "main.go"))

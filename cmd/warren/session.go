@@ -65,15 +65,7 @@ type sessionEnv struct {
 }
 
 func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
-	dir, err := dataDir(c)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := loadConfig(c, dir)
-	if err != nil {
-		return nil, err
-	}
-	db, err := openDB(c.Context, dir)
+	dir, cfg, db, err := openData(c)
 	if err != nil {
 		return nil, err
 	}

@@ -57,15 +57,7 @@ type taskEnv struct {
 }
 
 func openTaskEnv(c *cli.Context) (*taskEnv, error) {
-	dir, err := dataDir(c)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := loadConfig(c, dir)
-	if err != nil {
-		return nil, err
-	}
-	db, err := openDB(c.Context, dir)
+	dir, cfg, db, err := openData(c)
 	if err != nil {
 		return nil, err
 	}

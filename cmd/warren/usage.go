@@ -46,15 +46,7 @@ func usageCommand() *cli.Command {
 // openUsage opens the meter for a usage command; the config matters for
 // its thresholds being valid, not for reading.
 func openUsage(c *cli.Context) (*metering.Meter, *sql.DB, error) {
-	dir, err := dataDir(c)
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg, err := loadConfig(c, dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	db, err := openDB(c.Context, dir)
+	_, cfg, db, err := openData(c)
 	if err != nil {
 		return nil, nil, err
 	}
