@@ -106,12 +106,31 @@ func startJail(spec jailSpec) (*jail, error) {
 		return nil, fmt.Errorf("start jail: pipes: %w", err)
 	}
 
-	cmd := exec.Command(spec.bwrap, BwrapArgs(spec.profile, 3, "/bin/sh")...)
+	fds := JailFDs{Info: 3, Seccomp: -1}
+	extra := []*os.File{infoW, statW} // fds 3 and 4
+	if prog := seccompProgram(); spec.profile.Seccomp && prog != nil {
+		// The program is a few hundred bytes: it fits in the pipe's buffer
+		// before bwrap reads it.
+		secR, secW, err := pipe()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("start jail: pipes: %w", err)
+		}
+		_, err = secW.Write(prog)
+		secW.Close()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("start jail: seccomp program: %w", err)
+		}
+		fds.Seccomp = 5
+		extra = append(extra, secR)
+	}
+	cmd := exec.Command(spec.bwrap, BwrapArgs(spec.profile, fds, "/bin/sh")...)
 	// bwrap's own init keeps bwrap's environment, visible in the jail as
 	// /proc/1/environ: give it none of the server's.
 	cmd.Env = []string{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.ExtraFiles = []*os.File{infoW, statW} // fds 3 and 4
+	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: spec.cred}
 	if spec.cg != nil && spec.cg.v2 {
 		cmd.SysProcAttr.UseCgroupFD = true
@@ -144,7 +163,7 @@ func startJail(spec jailSpec) (*jail, error) {
 		close(j.exited)
 	}()
 	err := <-started
-	for _, f := range []*os.File{inR, outW, errW, infoW, statW} {
+	for _, f := range append([]*os.File{inR, outW, errW}, extra...) { // the child's ends
 		f.Close()
 	}
 	if err != nil {

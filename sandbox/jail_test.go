@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,5 +267,38 @@ func TestConcurrentStartsDoNotNestCgroups(t *testing.T) {
 				t.Errorf("cgroup %s is nested in another jail's", dir)
 			}
 		}
+	}
+}
+
+// TestSeccompRefusesKernelAttackSurface calls refused system calls
+// directly (python3's ctypes), where the jail has no other wall in the way
+// (ptrace of oneself needs no capability) or where it does.
+func TestSeccompRefusesKernelAttackSurface(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the probe uses x86-64 system call numbers")
+	}
+	probe := `python3 -c '
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, nr, *args):
+    r = libc.syscall(nr, *args)
+    print(name, "EPERM" if r == -1 and ctypes.get_errno() == errno.EPERM else "allowed:%d/%d" % (r, ctypes.get_errno()))
+call("ptrace", 101, 0, 0, 0, 0)
+call("io_uring_setup", 425, 1, 0)
+call("keyctl", 250, 0, 0, 0, 0)
+call("bpf", 321, 0, 0, 0)
+call("getpid", 39)
+'`
+	on, _ := newTestShell(t)
+	res := mustRun(t, on, probe)
+	want := "ptrace EPERM\nio_uring_setup EPERM\nkeyctl EPERM\nbpf EPERM\ngetpid allowed"
+	if !strings.HasPrefix(string(res.Stdout), want) {
+		t.Errorf("with seccomp: %q (stderr %q), want %q…", res.Stdout, res.Stderr, want)
+	}
+	// The same probe without the filter: ptrace of oneself succeeds, which
+	// shows the filter, not something else, refused it above.
+	off, _ := newTestShell(t, func(p *Profile) { p.Seccomp = false })
+	if res := mustRun(t, off, probe); !strings.HasPrefix(string(res.Stdout), "ptrace allowed:0") {
+		t.Errorf("without seccomp: %q (stderr %q)", res.Stdout, res.Stderr)
 	}
 }

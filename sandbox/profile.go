@@ -41,6 +41,9 @@ type Profile struct {
 	Home string
 	// Hostname is the jail's host name.
 	Hostname string
+	// Seccomp refuses system calls a shell never needs (ptrace, bpf,
+	// io_uring, mount, unshare, keyrings, …) with EPERM.
+	Seccomp bool
 	// Limits bound what the jail may consume.
 	Limits Limits
 }
@@ -76,6 +79,7 @@ func DefaultProfile(workspace string) Profile {
 		HostUID:   -1,
 		HostGID:   -1,
 		Hostname:  "warren",
+		Seccomp:   true,
 		Limits: Limits{
 			PIDs:          256,
 			MemoryBytes:   2 << 30,
@@ -138,11 +142,19 @@ func validEnvName(s string) bool {
 	return true
 }
 
+// JailFDs are descriptors, as numbered in bwrap's process, that BwrapArgs
+// names; -1 leaves one out.
+type JailFDs struct {
+	// Info is where bwrap writes the jail's pid.
+	Info int
+	// Seccomp holds the seccomp program bwrap loads before the command.
+	Seccomp int
+}
+
 // BwrapArgs builds bubblewrap's argument list (without the program name)
-// for a profile. infoFD is the descriptor (in the child) bwrap writes the
-// jail's pid to; the jailed command follows "--". It is pure: the same
+// for a profile; the jailed command follows "--". It is pure: the same
 // profile always gives the same argv.
-func BwrapArgs(p Profile, infoFD int, command ...string) []string {
+func BwrapArgs(p Profile, fds JailFDs, command ...string) []string {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
@@ -184,8 +196,11 @@ func BwrapArgs(p Profile, infoFD int, command ...string) []string {
 		a = append(a, "--bind", p.Home, HomeDir)
 	}
 	a = append(a, "--chdir", MountPoint, "--remount-ro", "/")
-	if infoFD >= 0 {
-		a = append(a, "--info-fd", strconv.Itoa(infoFD))
+	if fds.Info >= 0 {
+		a = append(a, "--info-fd", strconv.Itoa(fds.Info))
+	}
+	if fds.Seccomp >= 0 {
+		a = append(a, "--seccomp", strconv.Itoa(fds.Seccomp))
 	}
 	a = append(a, "--")
 	return append(a, command...)

@@ -10,14 +10,14 @@ import (
 )
 
 func TestBwrapArgsDefaultProfileDeniesEverything(t *testing.T) {
-	got := BwrapArgs(DefaultProfile("/srv/ws"), 3, "/bin/sh")
+	got := BwrapArgs(DefaultProfile("/srv/ws"), JailFDs{Info: 3, Seccomp: 5}, "/bin/sh")
 	joined := " " + strings.Join(got, " ") + " "
 	for _, want := range []string{
 		" --unshare-all ", " --unshare-user ", " --disable-userns ", " --die-with-parent ",
 		" --new-session ", " --cap-drop ALL ", " --clearenv ",
 		" --ro-bind /usr /usr ", " --ro-bind /etc /etc ", " --proc /proc ", " --dev /dev ",
 		" --size 268435456 --perms 1777 --tmpfs /tmp ", " --size 67108864 --perms 1777 --tmpfs /dev/shm ",
-		" --bind /srv/ws /workspace ", " --remount-ro / ", " --info-fd 3 ", " -- /bin/sh ",
+		" --bind /srv/ws /workspace ", " --remount-ro / ", " --info-fd 3 ", " --seccomp 5 ", " -- /bin/sh ",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("argv lacks %q:\n%s", want, joined)
@@ -53,14 +53,14 @@ func TestBwrapArgsTable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := base
 			tt.edit(&p)
-			got := BwrapArgs(p, -1, "sh")
+			got := BwrapArgs(p, JailFDs{Info: -1, Seccomp: -1}, "sh")
 			if !containsRun(got, tt.want) {
 				t.Errorf("argv lacks %v:\n%v", tt.want, got)
 			}
 			if tt.notWant != "" && slices.Contains(got, tt.notWant) {
 				t.Errorf("argv contains %q:\n%v", tt.notWant, got)
 			}
-			if !reflect.DeepEqual(got, BwrapArgs(p, -1, "sh")) {
+			if !reflect.DeepEqual(got, BwrapArgs(p, JailFDs{Info: -1, Seccomp: -1}, "sh")) {
 				t.Error("BwrapArgs is not deterministic")
 			}
 		})
