@@ -4,11 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"regexp"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -246,28 +241,4 @@ func (r *run) flush(j *jail) {
 		sc.flush()
 		j.pipes[i].mu.Unlock()
 	}
-}
-
-// ChownTree gives uid:gid every file under dir, without following
-// symlinks. The server uses it, as root, to hand a workspace to the
-// unprivileged uid a jail runs as.
-func ChownTree(dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(path, uid, gid)
-	})
-}
-
-// sourceWord finds "." used as the source builtin.
-var sourceWord = regexp.MustCompile(`(^|[\s;&|(])\.\s`)
-
-// mayStartJobs reports whether a command can leave children of the shell
-// itself behind: only `&` run by the shell does, directly or through eval,
-// source or ".". Other commands skip re-reading the shell's children, a
-// /proc read that would otherwise cost every command.
-func mayStartJobs(command string) bool {
-	return strings.Contains(command, "&") || strings.Contains(command, "eval") ||
-		strings.Contains(command, "source") || sourceWord.MatchString(command)
 }

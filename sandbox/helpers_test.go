@@ -71,3 +71,16 @@ func assertState(t testing.TB, sh *Shell, cwd, name, value string) {
 	t.Helper()
 	expectOut(t, sh, `printf '%s|%s' "$PWD" "$`+name+`"`, 0, cwd+"|"+value)
 }
+
+// waitFor polls cond until it holds, failing the test after 10 s: tests
+// wait for what they need, not for a guessed time.
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -182,9 +184,9 @@ func TestBackgroundJobsDoNotBlock(t *testing.T) {
 }
 
 func TestBackgroundChatterIsNotAttributed(t *testing.T) {
-	sh, _ := newTestShell(t)
-	mustRun(t, sh, "(sleep 0.2; echo LATE) &")
-	time.Sleep(500 * time.Millisecond)
+	sh, dir := newTestShell(t)
+	mustRun(t, sh, "(sleep 0.2; echo LATE; touch /workspace/late-done) &")
+	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(dir, "late-done")); return err == nil })
 	expectOut(t, sh, "echo mine", 0, "mine")
 }
 
@@ -213,8 +215,8 @@ func TestConcurrentExecIsSerialized(t *testing.T) {
 
 func TestNoWaitReportsBusy(t *testing.T) {
 	sh, _ := newTestShell(t)
-	go sh.Exec(context.Background(), "sleep 1", ExecOptions{})
-	time.Sleep(200 * time.Millisecond)
+	go sh.Exec(context.Background(), "sleep 2", ExecOptions{})
+	waitFor(t, sh.Busy)
 	if _, err := sh.Exec(context.Background(), "echo hi", ExecOptions{NoWait: true}); err != ErrBusy {
 		t.Fatalf("err = %v, want ErrBusy", err)
 	}
@@ -222,19 +224,28 @@ func TestNoWaitReportsBusy(t *testing.T) {
 
 func TestStreamingCallback(t *testing.T) {
 	sh, _ := newTestShell(t)
+	mustRun(t, sh, "true") // the jail is up: time below is the command's
 	var mu sync.Mutex
-	var chunks []string
-	res := mustRun(t, sh, "echo one; sleep 0.3; echo two >&2; sleep 0.3; echo three", ExecOptions{
+	streams := map[Stream]string{}
+	var firstChunk time.Duration
+	start := time.Now()
+	res := mustRun(t, sh, "echo one; sleep 0.5; echo two >&2; sleep 0.5; echo three", ExecOptions{
 		Timeout: 10 * time.Second,
 		OnOutput: func(s Stream, p []byte) {
 			mu.Lock()
-			chunks = append(chunks, s.String()+":"+string(p))
+			if len(streams) == 0 {
+				firstChunk = time.Since(start)
+			}
+			streams[s] += string(p)
 			mu.Unlock()
 		},
 	})
-	got := strings.Join(chunks, "")
-	if got != "stdout:one\nstderr:two\nstdout:three\n" || string(res.Stdout) != "one\nthree\n" {
-		t.Fatalf("chunks %q, stdout %q", chunks, res.Stdout)
+	if streams[Stdout] != "one\nthree\n" || streams[Stderr] != "two\n" || string(res.Stdout) != "one\nthree\n" {
+		t.Fatalf("streamed %q, stdout %q", streams, res.Stdout)
+	}
+	// Output arrives while the command runs, not with its result.
+	if firstChunk > res.Duration-500*time.Millisecond {
+		t.Fatalf("first chunk after %v of a %v command: not streamed", firstChunk, res.Duration)
 	}
 }
 
@@ -263,7 +274,7 @@ func TestBadInput(t *testing.T) {
 func TestShellKilledBetweenCommandsIsRestarted(t *testing.T) {
 	sh, _ := newTestShell(t)
 	mustRun(t, sh, "cd /tmp; export K=1; (sleep 0.2; kill -9 $$) >/dev/null 2>&1 &")
-	time.Sleep(800 * time.Millisecond)
+	waitFor(t, func() bool { return !sh.Running() })
 	res := mustRun(t, sh, "echo back")
 	if string(res.Stdout) != "back\n" || !res.ShellRestarted {
 		t.Fatalf("stdout %q restarted %v", res.Stdout, res.ShellRestarted)
