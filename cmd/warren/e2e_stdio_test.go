@@ -109,7 +109,7 @@ func TestStdioYieldWaitAndKill(t *testing.T) {
 	user := serveStdio(t, "--data-dir", jailDir(t))
 	user.exec("true") // start the jail: the yield below measures the command, not a cold start
 
-	got := user.exec("echo start; sleep 0.5; echo done", "yield_ms", 100)
+	got := user.exec("echo start; sleep 2; echo done", "yield_ms", 500)
 	if got["running"] != true || got["job_id"] == nil || got["stdout"] != "start\n" {
 		t.Fatalf("yield: %v", got)
 	}

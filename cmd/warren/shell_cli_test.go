@@ -65,7 +65,7 @@ func TestShellCtrlCInterruptsCommandNotSession(t *testing.T) {
 	io.WriteString(stdin, "mkdir -p a && cd a && export X=42\n")
 	expect("warren:/workspace/a$")
 	io.WriteString(stdin, "sleep 100\n")
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(time.Second) // the command is running by then
 	cmd.Process.Signal(syscall.SIGINT)
 	expect("warren:/workspace/a$")
 	io.WriteString(stdin, "echo x=$X; false\n")
