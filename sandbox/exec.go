@@ -16,7 +16,9 @@ type run struct {
 	status []byte
 	rec    statusRecord
 	recOK  bool
-	done   chan struct{} // one token per finished stream: stdout, stderr, status
+	// streamEnd gets a token per stream whose end marker was read;
+	// statusEnd one when the status record is complete.
+	streamEnd, statusEnd chan struct{}
 }
 
 // script wraps a command in the protocol. `command eval` keeps the shell
@@ -63,7 +65,7 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 		maxOut = DefaultMaxOutput
 	}
 
-	r := &run{nonce: s.nextNonce(), done: make(chan struct{}, 3)}
+	r := &run{nonce: s.nextNonce(), streamEnd: make(chan struct{}, 2), statusEnd: make(chan struct{}, 1)}
 	for i := range r.scan {
 		stream := Stream(i + 1)
 		buf := newCapBuffer(maxOut)
@@ -80,7 +82,7 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 		scan := r.scan[i]
 		j.pipes[i].setFeed(func(p []byte) {
 			if scan.phase != finished && scan.feed(p) {
-				r.done <- struct{}{}
+				r.streamEnd <- struct{}{}
 			}
 		})
 	}
@@ -94,7 +96,7 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 		}
 		if rec, ok, _ := parseStatus(r.status, r.nonce); ok {
 			r.rec, r.recOK = rec, true
-			r.done <- struct{}{}
+			r.statusEnd <- struct{}{}
 		}
 	})
 	defer func() {
@@ -150,18 +152,43 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 	return res, nil
 }
 
+// statusGrace is how long the status record may lag behind both end
+// markers. It is written right after them; when it does not come, the
+// command closed or redirected the status descriptor (exec 9>&-).
+const statusGrace = time.Second
+
+// progress counts what has arrived of a command's end.
+type progress struct {
+	streams int  // end markers read, of 2
+	status  bool // status record read
+}
+
+func (p progress) complete() bool { return p.streams == 2 && p.status }
+
 // wait collects the command's end: both end markers and the status record,
 // or the shell's death, a timeout or the caller's cancellation.
 func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration) Result {
 	var res Result
+	var got progress
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	pending := 3
-	for pending > 0 {
+	var lost <-chan time.Time
+	for !got.complete() {
 		select {
-		case <-r.done:
-			pending--
+		case <-r.streamEnd:
+			if got.streams++; got.streams == 2 && !got.status {
+				lost = time.After(statusGrace)
+			}
 			continue
+		case <-r.statusEnd:
+			got.status = true
+			continue
+		case <-lost:
+			// The command broke the protocol: its exit status is lost.
+			// Start a fresh shell with the state saved before it.
+			j.kill()
+			res.ExitCode, res.ShellRestarted = -1, true
+			return res
 		case <-j.exited:
 			return s.died(j, r, res)
 		case <-timer.C:
@@ -171,7 +198,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 		}
 		break
 	}
-	if pending == 0 {
+	if got.complete() {
 		res.ExitCode = r.rec.exitCode
 		return res
 	}
@@ -181,7 +208,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	// Ctrl-C would be); a timeout is not.
 	shell := j.shell()
 	if res.Interrupted && shell > 0 && signalCommand(shell, j.background, syscall.SIGINT) > 0 {
-		if s.drain(j, r, &pending, quiet) {
+		if s.drain(j, r, &got, quiet) {
 			res.ExitCode = r.rec.exitCode
 			return res
 		}
@@ -189,7 +216,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	if shell > 0 {
 		signalCommand(shell, j.background, syscall.SIGKILL)
 	}
-	if s.drain(j, r, &pending, quiet) {
+	if s.drain(j, r, &got, quiet) {
 		res.ExitCode = r.rec.exitCode
 		return res
 	}
@@ -205,15 +232,17 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	return res
 }
 
-// drain waits up to d for the remaining streams; false when they did not
-// all finish.
-func (s *Shell) drain(j *jail, r *run, pending *int, d time.Duration) bool {
+// drain waits up to d for the rest of the command's end; false when it did
+// not all come.
+func (s *Shell) drain(j *jail, r *run, got *progress, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	for *pending > 0 {
+	for !got.complete() {
 		select {
-		case <-r.done:
-			*pending--
+		case <-r.streamEnd:
+			got.streams++
+		case <-r.statusEnd:
+			got.status = true
 		case <-j.exited:
 			return false
 		case <-t.C:

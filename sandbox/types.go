@@ -71,7 +71,8 @@ const (
 // is interrupted is still a Result; Exec returns an error only when it could
 // not run the command at all.
 type Result struct {
-	// ExitCode is the command's exit status (128+signal when killed).
+	// ExitCode is the command's exit status (128+signal when killed; -1 when
+	// the command broke the shell's status descriptor and its status is lost).
 	ExitCode int
 	// Stdout and Stderr hold the captured bytes, raw: they may contain NUL
 	// or invalid UTF-8. When truncated they hold the head, a marker line and
