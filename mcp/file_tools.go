@@ -84,19 +84,9 @@ func readFile(d *deps) Tool {
 		if err != nil {
 			return zero, err
 		}
-		fi, err := ws.root.Stat(rel)
+		data, err := ws.readFile(rel, in.Path, "read_file")
 		if err != nil {
-			return zero, fileError(in.Path, err)
-		}
-		if fi.IsDir() {
-			return zero, errorf("%s is a directory: list it with shell_exec 'ls -la %s'", in.Path, jailPath(rel))
-		}
-		if fi.Size() > maxReadBytes {
-			return zero, errorf("%s is %d bytes, over read_file's limit of %d: look at it with shell_exec (head, sed -n, grep)", in.Path, fi.Size(), maxReadBytes)
-		}
-		data, err := ws.root.ReadFile(rel)
-		if err != nil {
-			return zero, fileError(in.Path, err)
+			return zero, err
 		}
 		if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
 			return zero, errorf("%s is a binary file (not UTF-8 text): inspect it with shell_exec, e.g. 'file %s' or 'xxd %s | head'", in.Path, jailPath(rel), jailPath(rel))
@@ -163,9 +153,9 @@ func writeFile(d *deps) Tool {
 		}
 		data := []byte(in.Content)
 		if in.Append {
-			old, err := ws.root.ReadFile(rel)
+			old, err := ws.readFile(rel, in.Path, "write_file with append")
 			if err != nil && !isNotExist(err) {
-				return zero, fileError(in.Path, err)
+				return zero, err
 			}
 			data = append(old, data...)
 		}
@@ -200,9 +190,9 @@ func editFile(d *deps) Tool {
 		if err != nil {
 			return zero, err
 		}
-		data, err := ws.root.ReadFile(rel)
+		data, err := ws.readFile(rel, in.Path, "edit_file")
 		if err != nil {
-			return zero, fileError(in.Path, err)
+			return zero, err
 		}
 		s := string(data)
 		n := strings.Count(s, in.OldText)

@@ -44,6 +44,18 @@ func outside(p string) error {
 
 // fileError translates an os.Root error into a message that says what to do.
 func fileError(p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *userError
+	if errors.As(fileMessage(p, err), &ue) {
+		ue.err = err // callers may still ask errors.Is(err, fs.ErrNotExist)
+		return ue
+	}
+	return fileMessage(p, err)
+}
+
+func fileMessage(p string, err error) error {
 	var pe *fs.PathError
 	switch {
 	case err == nil:

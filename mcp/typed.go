@@ -40,13 +40,18 @@ func typedHandler[In, Out any](fn func(ctx context.Context, req mcp.CallToolRequ
 }
 
 // userError is an error whose message is meant for the caller as is.
-type userError struct{ msg string }
+type userError struct {
+	msg string
+	err error // the cause, for errors.Is; may be nil
+}
 
 func (e *userError) Error() string { return e.msg }
 
+func (e *userError) Unwrap() error { return e.err }
+
 // errorf builds a userError: say what went wrong and what to do.
 func errorf(format string, args ...any) error {
-	return &userError{fmt.Sprintf(format, args...)}
+	return &userError{msg: fmt.Sprintf(format, args...)}
 }
 
 // toolMessage translates domain errors into messages that say what to do.

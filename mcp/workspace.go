@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -135,6 +136,38 @@ func (w *ws) writeAtomic(rel string, data []byte) error {
 		return err
 	}
 	return nil
+}
+
+// readFile reads a regular file of at most maxReadBytes. Anything else is
+// refused before a byte is read: a FIFO would block the call forever (it is
+// opened non-blocking, then checked), a device or a huge file would flood
+// the server's memory. The error keeps fs.ErrNotExist for missing files.
+func (w *ws) readFile(rel, asked, tool string) ([]byte, error) {
+	f, err := w.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fileError(asked, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fileError(asked, err)
+	}
+	switch {
+	case fi.IsDir():
+		return nil, errorf("%s is a directory: list it with shell_exec 'ls -la %s'", asked, jailPath(rel))
+	case !fi.Mode().IsRegular():
+		return nil, errorf("%s is not a regular file (%s): inspect it with shell_exec, e.g. 'ls -l %s'", asked, fi.Mode().Type(), jailPath(rel))
+	case fi.Size() > maxReadBytes:
+		return nil, errorf("%s is %d bytes, over %s's limit of %d: use shell_exec (head, sed -n, grep) instead", asked, fi.Size(), tool, maxReadBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxReadBytes+1))
+	if err != nil {
+		return nil, fileError(asked, err)
+	}
+	if len(data) > maxReadBytes {
+		return nil, errorf("%s grew past %s's limit of %d bytes while it was read", asked, tool, maxReadBytes)
+	}
+	return data, nil
 }
 
 // aclXattr holds a file's POSIX ACL.

@@ -193,3 +193,18 @@ func TestToolsListHasAnnotationsAndSchemas(t *testing.T) {
 		t.Fatalf("--toolsets files served %v", names)
 	}
 }
+
+// A FIFO in the workspace must not hang the file tools: they refuse what is
+// not a regular file before reading a byte.
+func TestFileToolsRefuseSpecialFiles(t *testing.T) {
+	needJail(t)
+	user := serveStdio(t, "--data-dir", jailDir(t))
+	user.exec("mkfifo pipe")
+	user.fails("read_file", map[string]any{"path": "pipe"}, "not a regular file")
+	user.fails("edit_file", map[string]any{"path": "pipe", "old_text": "a", "new_text": "b"}, "not a regular file")
+	user.fails("write_file", map[string]any{"path": "pipe", "content": "x", "append": true}, "not a regular file")
+	user.ok("write_file", map[string]any{"path": "fresh.txt", "content": "x", "append": true}) // a missing file is fine
+	if got := user.ok("read_file", map[string]any{"path": "fresh.txt"}); got["content"] != "x" {
+		t.Fatalf("append to a new file: %v", got)
+	}
+}
