@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -43,8 +44,26 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins, s.authenticate(opts, streamable)))
+	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins, s.authenticate(opts, limitBody(streamable))))
 	return mux
+}
+
+// maxRequestBytes bounds one request body: write_file's 10 MiB of content
+// with JSON escaping fits; a client cannot make the server buffer more.
+const maxRequestBytes = 32 << 20
+
+// limitBody refuses bodies over maxRequestBytes: at once with 413 when the
+// length is declared, by cutting the read otherwise.
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > maxRequestBytes {
+			http.Error(w, fmt.Sprintf("request body of %d bytes is over the limit of %d: send large files in parts (write_file with append)",
+				r.ContentLength, maxRequestBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // authenticate maps the bearer token to a user, or answers 401.
