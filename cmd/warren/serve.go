@@ -191,7 +191,7 @@ func runServeHTTP(c *cli.Context) error {
 	}
 	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
 
-	hs := &http.Server{Handler: svc.server.HTTPHandler(opts), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: svc.server.HTTPHandler(opts), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
