@@ -225,9 +225,11 @@ type dailyKey struct {
 	session, task, client, model, kind string
 }
 
-// dailySums is what a batch adds to one rollup row.
-type dailySums struct {
-	records, input, output, cached, toolBytes, toolTokens, cost, unpriced int64
+// totals is what one row adds to a rollup row or a report.
+func (w row) totals() Totals {
+	return Totals{Records: 1, InputTokens: w.input, OutputTokens: w.output, CachedTokens: w.cached,
+		ToolOutputBytes: w.toolBytes, ToolOutputTokens: w.toolTokens, CostMicros: w.costMicros,
+		UnpricedRecords: w.unpriced}
 }
 
 // insertRows writes each row and folds the batch into the daily rollup in the same transaction,
@@ -238,24 +240,17 @@ func insertRows(ctx context.Context, tx *sql.Tx, rows []row) error {
 	if err := insertRecords(ctx, tx, rows); err != nil {
 		return err
 	}
-	sums := map[dailyKey]*dailySums{}
+	sums := map[dailyKey]*Totals{}
 	var order []dailyKey // deterministic upsert order, so concurrent writers lock alike
 	for _, w := range rows {
 		k := dailyKey{w.user, w.day, w.session, w.task, w.client, w.model, w.kind}
 		s := sums[k]
 		if s == nil {
-			s = &dailySums{}
+			s = &Totals{}
 			sums[k] = s
 			order = append(order, k)
 		}
-		s.records++
-		s.input += w.input
-		s.output += w.output
-		s.cached += w.cached
-		s.toolBytes += w.toolBytes
-		s.toolTokens += w.toolTokens
-		s.cost += w.costMicros
-		s.unpriced += w.unpriced
+		s.add(w.totals())
 	}
 	up, err := tx.PrepareContext(ctx, upsertDailySQL)
 	if err != nil {
@@ -265,8 +260,8 @@ func insertRows(ctx context.Context, tx *sql.Tx, rows []row) error {
 	for _, k := range order {
 		s := sums[k]
 		if _, err := up.ExecContext(ctx, k.user, k.day, k.session, k.task, k.client, k.model,
-			k.kind, s.records, s.input, s.output, s.cached, s.toolBytes, s.toolTokens, s.cost,
-			s.unpriced); err != nil {
+			k.kind, s.Records, s.InputTokens, s.OutputTokens, s.CachedTokens, s.ToolOutputBytes,
+			s.ToolOutputTokens, s.CostMicros, s.UnpricedRecords); err != nil {
 			return fmt.Errorf("update daily rollup: %w", err)
 		}
 	}
