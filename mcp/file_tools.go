@@ -75,15 +75,11 @@ func readFile(d *deps) Tool {
 		if in.Offset < 0 || in.Limit < 0 {
 			return zero, errorf("offset and limit must be positive line counts")
 		}
-		ws, err := d.workspace(ctx, in.SessionID, false)
+		ws, rel, err := d.openPath(ctx, in.SessionID, in.Path, false)
 		if err != nil {
 			return zero, err
 		}
 		defer ws.close()
-		rel, err := workspacePath(in.Path)
-		if err != nil {
-			return zero, err
-		}
 		data, err := ws.readFile(rel, in.Path, "read_file")
 		if err != nil {
 			return zero, err
@@ -142,15 +138,11 @@ func writeFile(d *deps) Tool {
 		if len(in.Content) > maxWriteBytes {
 			return zero, errorf("content is %d bytes, over write_file's limit of %d: write it in parts with append", len(in.Content), maxWriteBytes)
 		}
-		ws, err := d.workspace(ctx, in.SessionID, true)
+		ws, rel, err := d.openPath(ctx, in.SessionID, in.Path, true)
 		if err != nil {
 			return zero, err
 		}
 		defer ws.close()
-		rel, err := workspacePath(in.Path)
-		if err != nil {
-			return zero, err
-		}
 		data := []byte(in.Content)
 		if in.Append {
 			old, err := ws.readFile(rel, in.Path, "write_file with append")
@@ -181,15 +173,11 @@ func editFile(d *deps) Tool {
 		if in.OldText == "" {
 			return zero, errorf("old_text is empty: pass the exact text to replace (use write_file to create a file)")
 		}
-		ws, err := d.workspace(ctx, in.SessionID, true)
+		ws, rel, err := d.openPath(ctx, in.SessionID, in.Path, true)
 		if err != nil {
 			return zero, err
 		}
 		defer ws.close()
-		rel, err := workspacePath(in.Path)
-		if err != nil {
-			return zero, err
-		}
 		data, err := ws.readFile(rel, in.Path, "edit_file")
 		if err != nil {
 			return zero, err

@@ -50,6 +50,21 @@ func (d *deps) workspace(ctx context.Context, sessionID string, write bool) (*ws
 
 func (w *ws) close() { w.root.Close() }
 
+// openPath opens the call's workspace and resolves path in it: what every
+// file tool starts with.
+func (d *deps) openPath(ctx context.Context, sessionID, path string, write bool) (*ws, string, error) {
+	w, err := d.workspace(ctx, sessionID, write)
+	if err != nil {
+		return nil, "", err
+	}
+	rel, err := workspacePath(path)
+	if err != nil {
+		w.close()
+		return nil, "", err
+	}
+	return w, rel, nil
+}
+
 // mkdirAll creates the missing directories of dir one by one, so that each
 // new one can be handed to the jail's uid.
 func (w *ws) mkdirAll(dir string) error {
