@@ -75,7 +75,7 @@ func (m *Manager) lockedDefault(ctx context.Context, user, key string, mode Mode
 	if !errors.Is(err, ErrNotFound) {
 		return nil, false, err
 	}
-	s = &Session{ID: NewID(), Owner: user, Name: "default", Mode: mode, DefaultKey: key}
+	s = &Session{Meta: Meta{ID: NewID(), Owner: user, Name: "default", Mode: mode}, DefaultKey: key}
 	if mode == ModeBind {
 		s.Source, s.Workspace = m.cfg.BindDir, m.cfg.BindDir
 	} else {

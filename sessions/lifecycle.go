@@ -82,8 +82,8 @@ func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{ID: id, Owner: user, Name: opts.Name, Mode: Mode(p.Mode), Source: p.Source, Ref: opts.Ref,
-		BaseCommit: p.Commit, Workspace: p.Dir}
+	s := &Session{Meta: Meta{ID: id, Owner: user, Name: opts.Name, Mode: Mode(p.Mode), Source: p.Source,
+		Ref: opts.Ref, BaseCommit: p.Commit}, Workspace: p.Dir}
 	cleanup := func() {
 		if s.Mode != ModeBind {
 			forceRemove(s.Workspace)

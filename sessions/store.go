@@ -53,9 +53,8 @@ const (
 	StateDeleted State = "deleted"
 )
 
-// Session is the stored metadata of one workspace session. It never holds
-// a live shell: see Manager.
-type Session struct {
+// Meta is what a session is, set when it is created.
+type Meta struct {
 	ID         string
 	Owner      string
 	Name       string
@@ -63,9 +62,15 @@ type Session struct {
 	Source     string
 	Ref        string
 	BaseCommit string // the commit a clone checked out
+	CreatedAt  time.Time
+}
+
+// Session is the stored metadata of one workspace session. It never holds
+// a live shell: see Manager.
+type Session struct {
+	Meta
 	Workspace  string // host directory bound at /workspace
 	DefaultKey string // non-empty for a user's default session of a binding
-	CreatedAt  time.Time
 
 	// mu guards the mutable fields below once the session is shared by
 	// concurrent calls.
@@ -95,18 +100,11 @@ func (s *Session) setState(st State, at time.Time) {
 
 // Info is a copy of a session's metadata, safe to hand out.
 type Info struct {
-	ID         string
-	Owner      string
-	Name       string
-	Mode       Mode
-	Source     string
-	Ref        string
-	BaseCommit string
-	State      State
-	Cwd        string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	EndedAt    time.Time
+	Meta
+	State     State
+	Cwd       string
+	UpdatedAt time.Time
+	EndedAt   time.Time
 }
 
 // Info returns a copy of s's metadata.
@@ -117,9 +115,7 @@ func (s *Session) Info() Info {
 	if cwd == "" {
 		cwd = sandbox.MountPoint
 	}
-	return Info{ID: s.ID, Owner: s.Owner, Name: s.Name, Mode: s.Mode, Source: s.Source, Ref: s.Ref,
-		BaseCommit: s.BaseCommit, State: s.state, Cwd: cwd,
-		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, EndedAt: s.EndedAt}
+	return Info{Meta: s.Meta, State: s.state, Cwd: cwd, UpdatedAt: s.UpdatedAt, EndedAt: s.EndedAt}
 }
 
 // Store reads and writes sessions in SQLite.
