@@ -74,14 +74,14 @@ func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
 		db.Close()
 		return nil, err
 	}
-	quota, err := sessions.ParseBytes(c.String("quota"))
+	scfg, err := sessionConfig(c, dir)
 	if err != nil {
 		db.Close()
-		return nil, cli.Exit("--quota: "+err.Error(), 2)
+		return nil, err
 	}
 	// The CLI's user can read the data directory: local sources are theirs.
-	mgr, err := sessions.NewManager(store, sessions.Config{DataDir: dir, AllowLocalSources: true,
-		MaxSessionsPerUser: c.Int("max-sessions-per-user"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval")})
+	scfg.AllowLocalSources = true
+	mgr, err := sessions.NewManager(store, scfg)
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -23,19 +23,28 @@ func sessionFlags() []cli.Flag {
 	}
 }
 
+// sessionConfig reads the session caps from the flags.
+func sessionConfig(c *cli.Context, dir string) (sessions.Config, error) {
+	quota, err := sessions.ParseBytes(c.String("quota"))
+	if err != nil {
+		return sessions.Config{}, cli.Exit("--quota: "+err.Error(), 2)
+	}
+	return sessions.Config{
+		DataDir: dir, BindDir: c.String("workspace"),
+		AllowLocalSources: c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources"),
+		IdleTimeout:       c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
+		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval"),
+	}, nil
+}
+
 // newSessionManager builds the session manager from the flags and starts
 // its idle reaper; Manager.Close stops it.
 func newSessionManager(c *cli.Context, store *sessions.Store, dir string) (*sessions.Manager, error) {
-	quota, err := sessions.ParseBytes(c.String("quota"))
+	cfg, err := sessionConfig(c, dir)
 	if err != nil {
-		return nil, cli.Exit("--quota: "+err.Error(), 2)
+		return nil, err
 	}
-	local := c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources")
-	mgr, err := sessions.NewManager(store, sessions.Config{
-		DataDir: dir, BindDir: c.String("workspace"), AllowLocalSources: local,
-		IdleTimeout: c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
-		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval"),
-	})
+	mgr, err := sessions.NewManager(store, cfg)
 	if err != nil {
 		return nil, err
 	}
