@@ -23,7 +23,7 @@ deps:
 
 # Build the warren binary into bin/.
 build:
-    go build -trimpath -o {{bin}} ./cmd/warren
+    go build -trimpath -ldflags "-X main.version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o {{bin}} ./cmd/warren
 
 # Serve the current directory over MCP on stdio with embedded defaults.
 serve *ARGS: deps build

@@ -28,10 +28,10 @@ func Doctor(ctx context.Context) []Check {
 	var checks []Check
 	add := func(c Check) { checks = append(checks, c) }
 
-	path, err := exec.LookPath("bwrap")
+	path, err := FindBwrap("")
 	if err != nil {
 		add(Check{Name: "bubblewrap installed", Required: true,
-			Detail: "bwrap is not on PATH",
+			Detail: err.Error(),
 			Fix:    "apt-get install -y bubblewrap (Debian/Ubuntu) or dnf install bubblewrap (Fedora)"})
 		return checks
 	}

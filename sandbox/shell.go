@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,13 +66,9 @@ func NewShell(p Profile, opts Options) (*Shell, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("workspace %s is a file, not a directory", p.Workspace)
 	}
-	bwrap := opts.Bwrap
-	if bwrap == "" {
-		bwrap = "bwrap"
-	}
-	path, err := exec.LookPath(bwrap)
+	path, err := FindBwrap(opts.Bwrap)
 	if err != nil {
-		return nil, fmt.Errorf("bubblewrap (%s) is not installed: run 'apt-get install bubblewrap', then 'warren doctor'", bwrap)
+		return nil, err
 	}
 	s := &Shell{profile: p, bwrap: path, turn: make(chan struct{}, 1)}
 	s.turn <- struct{}{}

@@ -16,7 +16,7 @@ import (
 func jailData(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed (just deps)")
+		t.Fatal("bwrap is not installed: run 'just deps' (CI installs it; these tests need real jails)")
 	}
 	d := t.TempDir()
 	if err := os.Chmod(filepath.Dir(d), 0o755); err != nil {

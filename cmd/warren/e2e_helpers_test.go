@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	warrenBin = filepath.Join(dir, "warren")
-	out, err := exec.Command("go", "build", "-o", warrenBin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-buildvcs=true", "-o", warrenBin, ".").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build warren: %v\n%s", err, out)
 		os.Exit(1)
@@ -42,11 +43,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// needJail skips when this machine cannot run bubblewrap.
+// needJail fails when this machine cannot run bubblewrap: the tests need
+// real jails, and a skipped test would pass CI without testing anything.
 func needJail(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed (just deps)")
+		t.Fatal("bwrap is not installed: run 'just deps' (CI installs it; these tests need real jails)")
 	}
 }
 
@@ -127,23 +129,51 @@ func connect(t testing.TB, tr sdk.Transport) *client {
 func serveStdio(t testing.TB, args ...string) *client {
 	t.Helper()
 	cmd := exec.Command(warrenBin, append([]string{"serve", "stdio"}, args...)...)
-	cmd.Stderr = &testLog{t: t, prefix: "server: "}
+	cmd.Stderr = newTestLog(t, "server: ")
 	return connect(t, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second})
 }
 
-// testLog forwards the server's stderr to the test log.
+// testLog forwards the server's stderr to the test log (shown for failed
+// tests and with -v), line by line; after the test has finished, when
+// t.Log would panic, lines go to stderr only with WARREN_E2E_VERBOSE set.
 type testLog struct {
 	t      testing.TB
 	prefix string
 	mu     sync.Mutex
 	done   bool
+	buf    []byte
+}
+
+func newTestLog(t testing.TB, prefix string) *testLog {
+	l := &testLog{t: t, prefix: prefix}
+	t.Cleanup(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.buf) > 0 {
+			t.Logf("%s%s", l.prefix, l.buf)
+		}
+		l.done = true
+	})
+	return l
 }
 
 func (l *testLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if os.Getenv("WARREN_E2E_VERBOSE") != "" {
-		fmt.Fprintf(os.Stderr, "%s%s", l.prefix, p)
+	if l.done {
+		if os.Getenv("WARREN_E2E_VERBOSE") != "" {
+			fmt.Fprintf(os.Stderr, "%s%s", l.prefix, p)
+		}
+		return len(p), nil
+	}
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.t.Logf("%s%s", l.prefix, l.buf[:i])
+		l.buf = l.buf[i+1:]
 	}
 	return len(p), nil
 }
@@ -231,7 +261,7 @@ func serveHTTP(t testing.TB, args ...string) *httpServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout = &testLog{t: t, prefix: "server stdout: "}
+	cmd.Stdout = newTestLog(t, "server stdout: ")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +276,7 @@ func serveHTTP(t testing.TB, args ...string) *httpServer {
 		}
 	})
 	urls := make(chan string, 1)
+	lg := newTestLog(t, "server: ")
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sent := false
@@ -255,9 +286,7 @@ func serveHTTP(t testing.TB, args ...string) *httpServer {
 				urls <- line.URL
 				sent = true
 			}
-			if os.Getenv("WARREN_E2E_VERBOSE") != "" {
-				fmt.Fprintf(os.Stderr, "server: %s\n", sc.Bytes())
-			}
+			lg.Write(append(sc.Bytes(), '\n'))
 		}
 	}()
 	select {

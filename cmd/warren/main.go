@@ -9,11 +9,9 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
+	app := newApp()
+	if err := app.Run(interspersed(app, os.Args)); err != nil {
 		fmt.Fprintln(os.Stderr, "warren:", err)
 		os.Exit(exitCode(err))
 	}
@@ -25,7 +23,7 @@ func newApp() *cli.App {
 	return &cli.App{
 		Name:    "warren",
 		Usage:   "jailed workspaces for AI agents, served as MCP tools",
-		Version: version,
+		Version: buildVersion(),
 		Commands: []*cli.Command{
 			doctorCommand(),
 			shellCommand(),

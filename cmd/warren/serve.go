@@ -103,7 +103,7 @@ func openServices(c *cli.Context) (*services, error) {
 	if ts := c.String("toolsets"); ts != "" {
 		toolsets = strings.Split(ts, ",")
 	}
-	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: version})
+	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: buildVersion()})
 	if err != nil {
 		w.stop()
 		db.Close()

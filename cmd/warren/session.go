@@ -49,7 +49,8 @@ func sessionCommand() *cli.Command {
 				ArgsUsage: "SESSION_ID", Flags: flags(), Action: runSessionControl},
 			{Name: "diff", Usage: "print what changed in the workspace since the session was created", ArgsUsage: "SESSION_ID",
 				Flags: flags(&cli.BoolFlag{Name: "stat", Usage: "only the per-file summary"}), Action: runSessionDiff},
-			{Name: "exec", Usage: "run a command in the session's jail (cd and export persist, as for the agents)",
+			{Name: "exec", Usage: "run a command in the session's jail (cd and export persist, as for the agents); " +
+				"one argument is a shell command line ('make test && ls'), several are a program and its arguments, quoted as given",
 				ArgsUsage: "SESSION_ID -- COMMAND...", Flags: flags(
 					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "kill the command after this long"},
 				), Action: runSessionExec},
@@ -222,7 +223,7 @@ func runSessionExec(c *cli.Context) error {
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
-	command := strings.Join(args, " ")
+	command := commandLine(args)
 	if strings.TrimSpace(command) == "" {
 		return cli.Exit("usage: warren session exec [flags] SESSION_ID -- COMMAND...", 2)
 	}
@@ -256,4 +257,29 @@ func runSessionExec(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("the command exited with status %d", res.ExitCode), res.ExitCode)
 	}
 	return nil
+}
+
+// commandLine turns exec's arguments into the line the session's shell
+// runs. One argument is already a shell command line (`-- 'cd x && make'`).
+// Several are a program and its arguments as the user's own shell split
+// them, so each is quoted again: `-- echo 'a   b'` prints "a   b", as it
+// would locally, instead of losing the spaces to a plain join.
+func commandLine(args []string) string {
+	if len(args) == 1 {
+		return args[0]
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+// shellQuote quotes s for /bin/sh unless it is made only of characters
+// that need no quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
