@@ -27,6 +27,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "bind every default session to this directory (edits appear on disk)"},
 			&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets to serve: " + strings.Join(mcp.Toolsets, ", ") + " (default all)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error (logs go to stderr)"},
+			logFormatFlag(),
 		)
 	}
 	return &cli.Command{
@@ -63,18 +64,14 @@ type services struct {
 	work     *work
 	server   *mcp.Server
 	log      zerolog.Logger
-}
-
-func newLogger(c *cli.Context) zerolog.Logger {
-	lvl, err := zerolog.ParseLevel(c.String("log-level"))
-	if err != nil {
-		lvl = zerolog.InfoLevel
-	}
-	return zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Logger()
+	dataDir  string
 }
 
 func openServices(c *cli.Context) (*services, error) {
-	log := newLogger(c)
+	log, err := newLogger(c)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := dataDir(c)
 	if err != nil {
 		return nil, err
@@ -109,7 +106,7 @@ func openServices(c *cli.Context) (*services, error) {
 		db.Close()
 		return nil, err
 	}
-	return &services{db: db, sessions: mgr, work: w, server: srv, log: log}, nil
+	return &services{db: db, sessions: mgr, work: w, server: srv, log: log, dataDir: dir}, nil
 }
 
 func (s *services) close() {
@@ -133,6 +130,9 @@ func runServeStdio(c *cli.Context) error {
 	defer stop()
 	user := mcp.LocalUser()
 	svc.log.Info().Str("user", user).Str("workspace", c.String("workspace")).Msg("serving MCP on stdio")
+	if isTerminal(os.Stdin) {
+		stdioHint(os.Stderr, c.String("workspace"))
+	}
 	return svc.server.ServeStdio(ctx, os.Stdin, os.Stdout, user)
 }
 
@@ -188,6 +188,12 @@ func runServeHTTP(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "warren: no token existed, so one was created for user %s; it is shown only once:\n\n"+
 			"  URL:   %s\n  Token: %s\n\nSend it as 'Authorization: Bearer <token>'. Manage tokens with 'warren token'.\n",
 			opts.LocalUser, url, firstToken)
+	} else if authMode == "token" {
+		fmt.Fprintf(c.App.Writer, "warren: serving MCP at %s\nClients send 'Authorization: Bearer <token>'; "+
+			"make a token with '%s token create --user NAME --data-dir %s' (tokens are shown once; 'warren token ls' lists them).\n",
+			url, os.Args[0], svc.dataDir)
+	} else {
+		fmt.Fprintf(c.App.Writer, "warren: serving MCP at %s (no authentication: loopback only)\n", url)
 	}
 	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
 

@@ -93,7 +93,12 @@ func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
 			db.Close()
 			return nil, err
 		}
-		releaseClaimsOnEnd(mgr, board, newLogger(c))
+		log, err := newLogger(c)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		releaseClaimsOnEnd(mgr, board, log)
 	}
 	user := c.String("user")
 	if user == "" {
