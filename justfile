@@ -38,9 +38,13 @@ test: deps
 conformance: deps
     ./mcp/conformance/run.sh
 
-# Run the benchmarks (numbers go in issue notes).
+# Run the sandbox benchmarks (the Shell against a raw jailed sh).
 bench: deps
     go test -run '^$' -bench . -benchtime 2000x ./sandbox/
+
+# Run every benchmark that has a target, print each ratio to its floor, and fail when one is missed (targets: cmd/benchcheck).
+bench-check: deps
+    go test -run '^$' -bench 'AgainstFloors|ExecBuiltin|ExecExternal' -benchtime 2000x ./sandbox/ ./cmd/warren/ | grep -v '^ *e2e_helpers_test' | go run ./cmd/benchcheck
 
 # Benchmark the MCP server against its floors (bare mcp-go server, bare jailed sh), measured in the same run.
 bench-mcp: deps

@@ -1,0 +1,105 @@
+// Command benchcheck reads `go test -bench` output on stdin, compares every
+// ratio a benchmark reports with its target, prints one line per target,
+// and exits non-zero when a target is missed or a targeted ratio was not
+// reported at all (a benchmark that stopped running must not pass).
+//
+// Benchmarks report ratios to floors measured in the same run (`NAME/floor`
+// metrics), never absolute times, so that a target means the same on a
+// slow or busy machine. The targets live here, and only here.
+//
+//	go test -run '^$' -bench . -benchtime 2000x ./... | go run ./cmd/benchcheck
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// target is the largest acceptable value of a ratio metric.
+type target struct {
+	max  float64
+	why  string
+	seen bool
+	got  float64
+}
+
+// targets maps a metric unit, as benchmarks report it, to its target.
+func targets() map[string]*target {
+	return map[string]*target{
+		// cmd/warren BenchmarkStdioAgainstFloors: p50 over 2,000 calls against
+		// a bare mcp-go tool returning the same payload (plus, for
+		// shell_exec, a persistent jailed /bin/sh answering over a pipe).
+		"shell_exec/floor": {max: 1.25, why: "shell_exec echo hi vs bare MCP tool + raw jailed sh"},
+		"read_file/floor":  {max: 1.25, why: "read_file 4 KB vs bare MCP tool with the same payload"},
+		"write_file/floor": {max: 1.5, why: "write_file 4 KB vs bare MCP tool taking the same argument"},
+		// sandbox: the Shell's protocol against the raw jailed sh.
+		"exec-external/floor": {max: 1.2, why: "Shell.Exec 'ls /' vs raw jailed sh"},
+	}
+}
+
+func main() {
+	ok, err := check(os.Stdin, os.Stdout, targets())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchcheck:", err)
+		os.Exit(2)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+// check reads benchmark output from r, echoes it to w, then prints the
+// verdict; ok is false when any target was missed or not measured.
+func check(r io.Reader, w io.Writer, ts map[string]*target) (bool, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(w, line)
+		if !strings.HasPrefix(line, "Benchmark") {
+			continue
+		}
+		// BenchmarkX-2  2000  0 ns/op  1.23 shell_exec/floor  ...
+		f := strings.Fields(line)
+		for i := 2; i+1 < len(f); i += 2 {
+			t, ok := ts[f[i+1]]
+			if !ok {
+				continue
+			}
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return false, fmt.Errorf("%s: value %q of %s is not a number", f[0], f[i], f[i+1])
+			}
+			t.seen, t.got = true, v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, err
+	}
+	names := make([]string, 0, len(ts))
+	for n := range ts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ok := true
+	fmt.Fprintln(w, "\ntarget check:")
+	for _, n := range names {
+		t := ts[n]
+		switch {
+		case !t.seen:
+			ok = false
+			fmt.Fprintf(w, "  MISSING %-22s target ≤ %.2f× (%s): no benchmark reported it\n", n, t.max, t.why)
+		case t.got > t.max:
+			ok = false
+			fmt.Fprintf(w, "  MISS    %-22s %.2f× > %.2f× (%s)\n", n, t.got, t.max, t.why)
+		default:
+			fmt.Fprintf(w, "  ok      %-22s %.2f× ≤ %.2f× (%s)\n", n, t.got, t.max, t.why)
+		}
+	}
+	return ok, nil
+}
