@@ -204,6 +204,9 @@ func (c *client) ok(name string, args map[string]any) map[string]any {
 // fails calls a tool and requires a tool error whose text contains want.
 func (c *client) fails(name string, args map[string]any, want string) {
 	c.t.Helper()
+	if strings.TrimSpace(want) == "" {
+		c.t.Fatalf("fails(%s): say which words the error must contain (an empty want matches anything)", name)
+	}
 	res := c.call(name, args)
 	if !res.IsError {
 		c.t.Fatalf("%s %v: want a tool error containing %q, got success: %s", name, args, want, textOf(res))
@@ -332,8 +335,8 @@ func createToken(t testing.TB, dataDir, user string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// progressBefore checks that every progress notification for the call was
-// read before its result, and returns their concatenated messages.
+// progressMessages returns the concatenated messages of the progress
+// notifications for token among msgs.
 func progressMessages(msgs []jsonrpc.Message, token string) string {
 	var b strings.Builder
 	for _, m := range msgs {
@@ -353,9 +356,13 @@ func progressMessages(msgs []jsonrpc.Message, token string) string {
 }
 
 // callWithProgress calls shell_exec with a progress token and returns the
-// result and the progress text that was on the wire when the result came.
+// result and the progress text that was on the wire before the result: the
+// messages read after the call started, up to the first response (one call
+// is in flight), so a notification that arrives after its result does not
+// count.
 func (c *client) callWithProgress(command, token string) (map[string]any, string) {
 	c.t.Helper()
+	from := len(c.wire.snapshot())
 	p := &sdk.CallToolParams{Name: "shell_exec", Arguments: map[string]any{"command": command}}
 	p.SetProgressToken(token)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -367,5 +374,12 @@ func (c *client) callWithProgress(command, token string) (map[string]any, string
 	if res.IsError {
 		c.t.Fatalf("shell_exec: %s", textOf(res))
 	}
-	return structured(c.t, res), progressMessages(c.wire.snapshot(), token)
+	msgs := c.wire.snapshot()[from:]
+	for i, m := range msgs {
+		if _, ok := m.(*jsonrpc.Response); ok {
+			msgs = msgs[:i]
+			break
+		}
+	}
+	return structured(c.t, res), progressMessages(msgs, token)
 }

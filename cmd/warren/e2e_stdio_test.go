@@ -82,7 +82,7 @@ func TestStdioBadArgumentsAreToolErrors(t *testing.T) {
 	needJail(t)
 	user := serveStdio(t, "--data-dir", jailDir(t))
 	user.fails("shell_exec", map[string]any{"cmd": "ls"}, "command")
-	user.fails("shell_exec", map[string]any{"command": 42}, "")
+	user.fails("shell_exec", map[string]any{"command": 42}, "command")
 	user.fails("shell_exec", map[string]any{"command": "  "}, "empty")
 	user.fails("shell_exec", map[string]any{"command": "ls", "session_id": "s-doesnotexist"}, "session not found")
 	user.fails("shell_wait", map[string]any{"job_id": "j-nope"}, "not found")
