@@ -54,7 +54,8 @@ type Manager struct {
 	cfg   Config
 	now   func() time.Time
 
-	// mu protects the maps below and serialises default-session creation.
+	// mu protects the maps below. It is never held across database or
+	// disk I/O: every call of every user takes it.
 	mu   sync.Mutex
 	live map[string]*live
 	// known caches sessions already read, so that a tool call does not pay
@@ -63,8 +64,11 @@ type Manager struct {
 	defaults map[string]string
 	creating map[string]int // sessions being created, per owner
 
-	ops   sync.Map // session id → *sync.Mutex serialising its lifecycle and audit
-	quota quotas
+	ops sync.Map // session id → *sync.Mutex serialising its lifecycle and audit
+	// makingDefault: owner and binding → *sync.Mutex serialising the
+	// creation of that default session.
+	makingDefault sync.Map
+	quota         quotas
 
 	stopReaper context.CancelFunc
 }
