@@ -27,6 +27,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "bind every default session to this directory (edits appear on disk)"},
 			&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets to serve: " + strings.Join(mcp.Toolsets, ", ") + " (default all)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error (logs go to stderr)"},
+			&cli.DurationFlag{Name: "shell-yield", Value: mcp.DefaultYield, Usage: "how long shell_exec and shell_wait wait for a command before returning it as a running job (keep it under your clients' request timeout)"},
 		)
 	}
 	return &cli.Command{
@@ -103,7 +104,8 @@ func openServices(c *cli.Context) (*services, error) {
 	if ts := c.String("toolsets"); ts != "" {
 		toolsets = strings.Split(ts, ",")
 	}
-	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: version})
+	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: version,
+		ShellYield: c.Duration("shell-yield")})
 	if err != nil {
 		w.stop()
 		db.Close()
