@@ -254,13 +254,30 @@ func (js *jobs) pruneLocked() {
 	}
 }
 
-// stopAll interrupts every command, running or queued (server shutdown).
+// stopGrace bounds how long shutdown waits for interrupted commands to end
+// (an interrupted command gets half a second before its jail is killed).
+const stopGrace = 3 * time.Second
+
+// stopAll interrupts every command, running or queued, and waits a moment
+// for them to end (server shutdown): their final cwd and exports are then
+// queued for saving before the session manager closes.
 func (js *jobs) stopAll() {
 	js.mu.Lock()
-	defer js.mu.Unlock()
+	var all []*job
 	for _, line := range js.lines {
 		for _, j := range line {
 			j.cancel()
+			all = append(all, j)
+		}
+	}
+	js.mu.Unlock()
+	deadline := time.NewTimer(stopGrace)
+	defer deadline.Stop()
+	for _, j := range all {
+		select {
+		case <-j.done:
+		case <-deadline.C:
+			return
 		}
 	}
 }

@@ -119,3 +119,32 @@ func TestShellStateHeldUpByALockedDatabaseIsSavedLater(t *testing.T) {
 		t.Fatalf("a command with the database free: %v", got)
 	}
 }
+
+// A graceful stop writes the states it still holds before it exits.
+func TestGracefulStopWritesStatesNotYetSaved(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	srv := serveHTTP(t, "--data-dir", data, "--auth", "none")
+	c := connectHTTP(t, srv, "")
+	id := c.ok("session_create", map[string]any{"name": "stopping"})["session_id"].(string)
+
+	lock := holdWriteLock(t, data)
+	if got := c.exec("mkdir -p sub && cd sub && export B=2", "session_id", id); got["state_saved"] != false {
+		t.Fatalf("with the database locked: %v", got)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the server is stopping, still holding the state
+	lock.release()
+	exited := make(chan error, 1)
+	go func() { exited <- srv.cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not exit after SIGTERM")
+	}
+	if cwd, env := savedState(t, data, id); cwd != "/workspace/sub" || env["B"] != "2" {
+		t.Fatalf("after a graceful stop: cwd %q env %v", cwd, env)
+	}
+}
