@@ -114,18 +114,24 @@ func TestAnotherUsersSlowInsertDoesNotStallGet(t *testing.T) {
 			// Let alice reach her insert (it cannot finish before release).
 			time.Sleep(300 * time.Millisecond)
 
-			bob := make(chan error, 1)
+			type answer struct {
+				err  error
+				took time.Duration
+			}
+			bob := make(chan answer, 1)
 			go func() {
 				// Past the cache's recheck, so that bob's call reads the database too.
 				time.Sleep(recheck)
+				start := time.Now()
 				_, _, err := m.OpenFiles(ctx, "bob", bobs.ID, false)
-				bob <- err
+				bob <- answer{err, time.Since(start)}
 			}()
 			select {
-			case err := <-bob:
-				if err != nil {
-					t.Fatalf("bob's read: %v", err)
+			case a := <-bob:
+				if a.err != nil {
+					t.Fatalf("bob's read: %v", a.err)
 				}
+				t.Logf("bob's call answered in %v while alice's insert waited", a.took)
 			case err := <-alice:
 				t.Fatalf("alice's call ended (%v) before bob's read answered: bob waited for her insert", err)
 			}
