@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,13 +13,16 @@ import (
 	"github.com/warrenhq/warren/sessions"
 )
 
-// job is one command running in a session's shell. It runs on a context of
-// its own, not the request's, so that it can outlive a call that yielded.
+// job is one command of a session. It runs on a context of its own, not
+// the request's, so that it can outlive a call that yielded.
 type job struct {
 	id      string
 	owner   string
 	session *sessions.Session
 	shell   *sandbox.Shell
+	command string
+	opts    sandbox.ExecOptions
+	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
 	// res and err are set before done closes.
@@ -28,7 +33,7 @@ type job struct {
 	mu       sync.Mutex
 	pending  [2][]byte // output not yet returned to the caller, tail kept
 	dropped  [2]int64  // bytes dropped from the front of pending
-	yielded  bool      // a call returned before the end: report pending, not res
+	yielded  bool      // a call returned before the end: it is left running as a job
 	listener *progress // the call currently waiting, for progress
 	finished time.Time
 }
@@ -62,6 +67,12 @@ func (j *job) setListener(p *progress) {
 	j.mu.Unlock()
 }
 
+func (j *job) isYielded() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.yielded
+}
+
 func (j *job) finishedNow() bool {
 	select {
 	case <-j.done:
@@ -71,50 +82,132 @@ func (j *job) finishedNow() bool {
 	}
 }
 
-// jobs tracks running commands: at most one per session, so that a second
-// call on a busy session is refused with the id of the command in the way.
+// busyError refuses a command because the one ahead of it in its session
+// was left running as a job: nobody waits for it, so nothing says when the
+// shell is free again.
+type busyError struct{ session, job string }
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("session %s is busy with job %s, a command left running in the background: wait for it with "+
+		"shell_wait {\"job_id\":%q}, stop it with shell_kill, or run this in another session", e.session, e.job, e.job)
+}
+
+// jobs tracks the commands of every session. Calls on one session queue in
+// arrival order while the command ahead of them belongs to a call that is
+// still waiting for it; a call is refused only when a command ahead of it
+// was left running as a job (its call yielded).
 type jobs struct {
-	// mu protects the maps.
-	mu        sync.Mutex
-	byID      map[string]*job
-	bySession map[string]*job // the running job of each session
+	// onEnd runs when a command ends, before anyone hears of it: it queues
+	// the shell's state for saving even if no call collects the result.
+	onEnd func(*job)
+	// yield is how long shell calls wait before returning a running
+	// command as a job; 0 means DefaultYield.
+	yield time.Duration
+
+	// mu protects the fields below; wake is closed (and replaced) whenever a
+	// line changes or a job is left running, to let waiting jobs re-check.
+	mu    sync.Mutex
+	byID  map[string]*job
+	lines map[string][]*job // per session: unfinished jobs, arrival order; [0] has the shell
+	wake  chan struct{}
 }
 
 func newJobs() *jobs {
-	return &jobs{byID: map[string]*job{}, bySession: map[string]*job{}}
+	return &jobs{byID: map[string]*job{}, lines: map[string][]*job{}, wake: make(chan struct{})}
 }
 
-// start registers and starts a command, or returns the job already running
-// in the session.
-func (js *jobs) start(owner string, s *sessions.Session, sh *sandbox.Shell, command string, opts sandbox.ExecOptions) (*job, *job) {
+// start queues a command in its session and returns its job, or refuses it
+// with a *busyError.
+func (js *jobs) start(owner string, s *sessions.Session, sh *sandbox.Shell, command string, opts sandbox.ExecOptions) (*job, error) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	js.pruneLocked()
-	if running := js.bySession[s.ID]; running != nil {
-		return nil, running
+	for _, o := range js.lines[s.ID] {
+		if o.isYielded() {
+			return nil, &busyError{session: s.ID, job: o.id}
+		}
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
-	j := &job{id: "j-" + hex.EncodeToString(b[:]), owner: owner, session: s, shell: sh,
-		cancel: cancel, done: make(chan struct{})}
+	j := &job{id: "j-" + hex.EncodeToString(b[:]), owner: owner, session: s, shell: sh, command: command,
+		opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	j.opts.OnOutput = j.output
 	js.byID[j.id] = j
-	js.bySession[s.ID] = j
-	opts.OnOutput = j.output
-	go func() {
-		defer cancel()
-		res, err := sh.Exec(ctx, command, opts)
-		js.mu.Lock()
-		if js.bySession[s.ID] == j {
-			delete(js.bySession, s.ID)
-		}
-		js.mu.Unlock()
-		j.mu.Lock()
-		j.res, j.err, j.finished = res, err, time.Now()
-		j.mu.Unlock()
-		close(j.done)
-	}()
+	js.lines[s.ID] = append(js.lines[s.ID], j)
+	go js.run(j)
 	return j, nil
+}
+
+// run waits for j's turn, runs it, and hands the shell to the next job.
+func (js *jobs) run(j *job) {
+	defer j.cancel()
+	res, err := sandbox.Result{}, js.turn(j)
+	if err == nil {
+		res, err = j.shell.Exec(j.ctx, j.command, j.opts)
+	} else if j.ctx.Err() != nil {
+		// Cancelled (shell_kill, the call went away) before it started.
+		res, err = sandbox.Result{ExitCode: 130, Interrupted: true, Cwd: j.shell.State().Cwd}, nil
+	}
+	js.mu.Lock()
+	line := slices.DeleteFunc(js.lines[j.session.ID], func(o *job) bool { return o == j })
+	if len(line) == 0 {
+		delete(js.lines, j.session.ID)
+	} else {
+		js.lines[j.session.ID] = line
+	}
+	js.broadcastLocked()
+	js.mu.Unlock()
+	if err == nil && js.onEnd != nil {
+		js.onEnd(j)
+	}
+	j.mu.Lock()
+	j.res, j.err, j.finished = res, err, time.Now()
+	j.mu.Unlock()
+	close(j.done)
+}
+
+// turn waits until j is first in its session's line. It fails when a job
+// ahead of j is left running, or when j is cancelled.
+func (js *jobs) turn(j *job) error {
+	for {
+		js.mu.Lock()
+		line := js.lines[j.session.ID]
+		i := slices.Index(line, j)
+		if i == 0 {
+			js.mu.Unlock()
+			return nil
+		}
+		for _, o := range line[:i] {
+			if o.isYielded() {
+				js.mu.Unlock()
+				return &busyError{session: j.session.ID, job: o.id}
+			}
+		}
+		wake := js.wake
+		js.mu.Unlock()
+		select {
+		case <-wake:
+		case <-j.ctx.Done():
+			return j.ctx.Err()
+		}
+	}
+}
+
+func (js *jobs) broadcastLocked() {
+	close(js.wake)
+	js.wake = make(chan struct{})
+}
+
+// leave marks j as left running (its call yielded): calls queued behind it
+// are refused with its id instead of waiting for nobody.
+func (js *jobs) leave(j *job) {
+	js.mu.Lock()
+	j.mu.Lock()
+	j.yielded = true
+	j.mu.Unlock()
+	js.broadcastLocked()
+	js.mu.Unlock()
 }
 
 // get returns owner's job id; another user's job does not exist.
@@ -128,11 +221,14 @@ func (js *jobs) get(owner, id string) *job {
 	return j
 }
 
-// running returns the job running in session id.
+// running returns the job that has session id's shell.
 func (js *jobs) running(sessionID string) *job {
 	js.mu.Lock()
 	defer js.mu.Unlock()
-	return js.bySession[sessionID]
+	if line := js.lines[sessionID]; len(line) > 0 {
+		return line[0]
+	}
+	return nil
 }
 
 // forget drops a finished job whose result was delivered.
@@ -158,11 +254,30 @@ func (js *jobs) pruneLocked() {
 	}
 }
 
-// stopAll interrupts every running command (server shutdown).
+// stopGrace bounds how long shutdown waits for interrupted commands to end
+// (an interrupted command gets half a second before its jail is killed).
+const stopGrace = 3 * time.Second
+
+// stopAll interrupts every command, running or queued, and waits a moment
+// for them to end (server shutdown): their final cwd and exports are then
+// queued for saving before the session manager closes.
 func (js *jobs) stopAll() {
 	js.mu.Lock()
-	defer js.mu.Unlock()
-	for _, j := range js.bySession {
-		j.cancel()
+	var all []*job
+	for _, line := range js.lines {
+		for _, j := range line {
+			j.cancel()
+			all = append(all, j)
+		}
+	}
+	js.mu.Unlock()
+	deadline := time.NewTimer(stopGrace)
+	defer deadline.Stop()
+	for _, j := range all {
+		select {
+		case <-j.done:
+		case <-deadline.C:
+			return
+		}
 	}
 }

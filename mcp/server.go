@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
@@ -34,6 +35,9 @@ type Options struct {
 	Log zerolog.Logger
 	// Version is reported to clients.
 	Version string
+	// ShellYield is how long shell_exec and shell_wait wait for a command
+	// before returning it as a running job; 0 means DefaultYield.
+	ShellYield time.Duration
 }
 
 // Server is warren's MCP server, ready to be served over one transport.
@@ -46,6 +50,8 @@ type Server struct {
 // New builds the server with the selected toolsets.
 func New(opts Options) (*Server, error) {
 	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, jobs: newJobs(), notes: newNotifier(), log: opts.Log}
+	d.jobs.yield = opts.ShellYield
+	d.jobs.onEnd = func(j *job) { d.sessions.QueueState(j.session, j.shell) }
 	tools, err := selectTools(servedTools(allTools(d), d), opts.Toolsets)
 	if err != nil {
 		return nil, err

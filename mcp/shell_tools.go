@@ -15,8 +15,8 @@ import (
 type ShellExecInput struct {
 	SessionID string `json:"session_id,omitempty" jsonschema:"the session to run in; omitted: your default session"`
 	Command   string `json:"command" jsonschema:"a /bin/sh command line; cd and export persist between calls"`
-	TimeoutMS int    `json:"timeout_ms,omitempty" jsonschema:"kill the command after this many milliseconds (default 120000, max 3600000)"`
-	YieldMS   int    `json:"yield_ms,omitempty" jsonschema:"return after this many milliseconds if the command still runs, with running true and a job_id for shell_wait; omitted: wait until it ends"`
+	TimeoutMS int    `json:"timeout_ms,omitempty" jsonschema:"kill the command after this many milliseconds (default 600000, ten minutes; max 3600000)"`
+	YieldMS   int    `json:"yield_ms,omitempty" jsonschema:"return after this many milliseconds if the command still runs, with running true and a job_id for shell_wait; the command goes on in the background (default 30000, or the server's --shell-yield)"`
 }
 
 // ShellResult is the output of shell_exec, shell_wait and shell_kill.
@@ -33,12 +33,14 @@ type ShellResult struct {
 	ShellRestarted bool   `json:"shell_restarted" jsonschema:"the shell died and a fresh one started with the same cwd and exports"`
 	Running        bool   `json:"running" jsonschema:"the command still runs: call shell_wait with job_id"`
 	JobID          string `json:"job_id,omitempty" jsonschema:"the running command, for shell_wait and shell_kill"`
+	StateSaved     bool   `json:"state_saved" jsonschema:"the cwd and exports after the command are in the database and survive a crash of the server; false: they are kept and retried (see warning); meaningful when running is false"`
+	Warning        string `json:"warning,omitempty" jsonschema:"something you should know about this result, e.g. why the cwd and exports are not saved yet"`
 }
 
 // ShellWaitInput is the input of shell_wait.
 type ShellWaitInput struct {
 	JobID   string `json:"job_id" jsonschema:"the job_id a running shell_exec returned"`
-	YieldMS int    `json:"yield_ms,omitempty" jsonschema:"return after this many milliseconds if it still runs; omitted: wait until it ends"`
+	YieldMS int    `json:"yield_ms,omitempty" jsonschema:"return after this many milliseconds if it still runs (default 30000, or the server's --shell-yield)"`
 }
 
 // ShellKillInput is the input of shell_kill.
@@ -49,12 +51,44 @@ type ShellKillInput struct {
 
 const maxTimeout = time.Hour
 
+// defaultTimeout is the kill bound of a command that names none. It is not
+// tied to how long a client waits (the call returns after the yield and the
+// command goes on as a job), so it can be long enough for a build or a test
+// suite, and still ends a command that hangs.
+const defaultTimeout = 10 * time.Minute
+
+// DefaultYield is how long shell_exec and shell_wait wait for a command
+// before they return it as a running job. Clients give up on a request
+// after a while (the TypeScript SDK after 60 s, others sooner) and a
+// command whose call times out is lost to the agent: 30 s leaves a margin
+// under the common limits and still lets most commands end in one call.
+const DefaultYield = 30 * time.Second
+
+// yield returns the yield of a call in milliseconds: its own, or the
+// server's default.
+func (d *deps) yield(ms int) int {
+	if ms > 0 {
+		return ms
+	}
+	if d.jobs.yield > 0 {
+		return int(d.jobs.yield.Milliseconds())
+	}
+	return int(DefaultYield.Milliseconds())
+}
+
+// stateSaveWait is how long a finished command's result waits for its cwd
+// and exports to reach the database before it says they are not saved yet
+// (state_saved false); the write goes on in the background.
+const stateSaveWait = 2 * time.Second
+
 func shellExec(d *deps) Tool {
 	t := mcp.NewTool("shell_exec",
 		mcp.WithDescription("Run a command in the session's persistent, jailed /bin/sh (the workspace is /workspace; "+
 			"no network). cd and export persist between calls and across server restarts. A failing or timed-out "+
-			"command is a normal result with its exit code. Output streams as progress notifications when the "+
-			"request carries a progressToken."),
+			"command is a normal result with its exit code. A command still running after yield_ms (default 30 s) "+
+			"goes on in the background: the result has running true and a job_id for shell_wait. Calls on one "+
+			"session run one at a time, in the order they arrive. Output streams as progress notifications when "+
+			"the request carries a progressToken."),
 		mcp.WithInputSchema[ShellExecInput](),
 		mcp.WithOutputSchema[ShellResult](),
 		annotations("Run a shell command", false, true, false, false),
@@ -74,16 +108,18 @@ func shellExec(d *deps) Tool {
 		if timeout > maxTimeout {
 			return result[ShellResult]{}, errorf("timeout_ms %d is over the maximum of %d (one hour): use a smaller value", in.TimeoutMS, maxTimeout.Milliseconds())
 		}
+		if timeout == 0 {
+			timeout = defaultTimeout
+		}
 		s, sh, err := d.sessions.OpenCommand(ctx, user, in.SessionID, in.Command)
 		if err != nil {
 			return result[ShellResult]{}, err
 		}
-		j, running := d.jobs.start(user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout, NoWait: true})
-		if running != nil {
-			return result[ShellResult]{}, errorf("session %s is busy running another command (job %s): wait for it with shell_wait "+
-				"{\"job_id\":%q}, stop it with shell_kill, or run this in another session", s.ID, running.id, running.id)
+		j, err := d.jobs.start(user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout})
+		if err != nil {
+			return result[ShellResult]{}, err
 		}
-		return d.await(ctx, req, j, in.YieldMS, true)
+		return d.await(ctx, req, j, d.yield(in.YieldMS), true)
 	})
 	return Tool{Toolset: "shell", Tool: t, Handler: h}
 }
@@ -110,7 +146,7 @@ func shellWait(d *deps) Tool {
 				"run the command again with shell_exec", in.JobID)
 		}
 		// Cancelling a wait stops waiting, not the command: shell_kill does that.
-		return d.await(ctx, req, j, in.YieldMS, false)
+		return d.await(ctx, req, j, d.yield(in.YieldMS), false)
 	})
 	return Tool{Toolset: "shell", Tool: t, Handler: h}
 }
@@ -178,11 +214,9 @@ func (d *deps) await(ctx context.Context, req mcp.CallToolRequest, j *job, yield
 	return d.final(j)
 }
 
-// partial reports a command that still runs.
+// partial reports a command that still runs and leaves it running.
 func (d *deps) partial(j *job) result[ShellResult] {
-	j.mu.Lock()
-	j.yielded = true
-	j.mu.Unlock()
+	d.jobs.leave(j)
 	out, dropped := j.take()
 	r := ShellResult{
 		SessionID: j.session.ID, Running: true, JobID: j.id,
@@ -199,14 +233,18 @@ func (d *deps) final(j *job) (result[ShellResult], error) {
 	if j.err != nil {
 		return result[ShellResult]{}, j.err
 	}
-	if err := d.sessions.SaveState(context.Background(), j.session, j.shell); err != nil {
-		d.log.Warn().Err(err).Str("session", j.session.ID).Msg("save shell state")
-	}
 	res := j.res
 	r := ShellResult{
 		SessionID: j.session.ID, ExitCode: res.ExitCode, Cwd: res.Cwd,
 		DurationMS: res.Duration.Milliseconds(), Truncated: res.Truncated, TimedOut: res.TimedOut,
-		Interrupted: res.Interrupted, ShellRestarted: res.ShellRestarted,
+		Interrupted: res.Interrupted, ShellRestarted: res.ShellRestarted, StateSaved: true,
+	}
+	// Answer only once the cwd and exports are kept, or say they are not.
+	ctx, cancel := context.WithTimeout(context.Background(), stateSaveWait)
+	defer cancel()
+	if err := d.sessions.SaveState(ctx, j.session, j.shell); err != nil {
+		d.log.Warn().Err(err).Str("session", j.session.ID).Msg("save shell state")
+		r.StateSaved, r.Warning = false, err.Error()
 	}
 	j.mu.Lock()
 	yielded := j.yielded
@@ -238,7 +276,8 @@ func render(r ShellResult) string {
 	}
 	switch {
 	case r.Running:
-		fmt.Fprintf(&b, "[still running as job %s in session %s: call shell_wait {\"job_id\":%q} for more, or shell_kill]", r.JobID, r.SessionID, r.JobID)
+		fmt.Fprintf(&b, "[still running in the background as job %s in session %s: call shell_wait {\"job_id\":%q} "+
+			"for more output and the exit code, or shell_kill to stop it]", r.JobID, r.SessionID, r.JobID)
 		return b.String()
 	case r.TimedOut:
 		fmt.Fprintf(&b, "[timed out after %d ms and killed; exit %d]", r.DurationMS, r.ExitCode)
@@ -253,6 +292,9 @@ func render(r ShellResult) string {
 	}
 	if r.ShellRestarted {
 		b.WriteString("; the shell exited and was restarted with the same cwd and exports")
+	}
+	if r.Warning != "" {
+		b.WriteString("\n[warning: " + r.Warning + "]")
 	}
 	return b.String()
 }

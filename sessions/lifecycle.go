@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 
 	"github.com/warrenhq/warren/sessions/workspace"
@@ -199,9 +200,9 @@ func (m *Manager) transition(ctx context.Context, s *Session, action string, to 
 	return nil
 }
 
-// idleShell returns s's shell when it exists, or an ErrBusy error when a
-// command runs in it.
-func (m *Manager) idleShell(s *Session, action string) error {
+// idleShell saves the state of s's shell when it exists, or returns an
+// ErrBusy error when a command runs in it.
+func (m *Manager) idleShell(ctx context.Context, s *Session, action string) error {
 	m.mu.Lock()
 	l := m.live[s.ID]
 	m.mu.Unlock()
@@ -210,10 +211,18 @@ func (m *Manager) idleShell(s *Session, action string) error {
 	}
 	if l != nil {
 		// Save before stopping: the row must hold the final cwd and exports.
-		return m.SaveState(context.Background(), s, l.sh)
+		ctx, cancel := context.WithTimeout(ctx, stateWait)
+		defer cancel()
+		if err := m.SaveState(ctx, s, l.sh); err != nil {
+			return fmt.Errorf("cannot %s session %s now: %w; retry in a moment", action, s.ID, err)
+		}
 	}
 	return nil
 }
+
+// stateWait bounds how long a lifecycle action waits for the shell's state
+// to reach the database before it gives up.
+const stateWait = 10 * time.Second
 
 // Pause saves the shell's state, snapshots the workspace and stops the
 // shell. A paused session refuses commands and writes until resumed.
@@ -226,7 +235,7 @@ func (m *Manager) Pause(ctx context.Context, user, id string) (*Session, error) 
 	if st := s.State(); st != StateActive {
 		return nil, &StateError{ID: s.ID, State: st, Action: "pause"}
 	}
-	if err := m.idleShell(s, "pause"); err != nil {
+	if err := m.idleShell(ctx, s, "pause"); err != nil {
 		return nil, err
 	}
 	if err := m.transition(ctx, s, "pause", StatePaused, StateActive); err != nil {
@@ -259,7 +268,7 @@ func (m *Manager) Archive(ctx context.Context, user, id string) (*Session, error
 		unlock()
 		return nil, &StateError{ID: s.ID, State: st, Action: "archive"}
 	}
-	if err := m.idleShell(s, "archive"); err != nil {
+	if err := m.idleShell(ctx, s, "archive"); err != nil {
 		unlock()
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,7 +53,8 @@ type Manager struct {
 	cfg   Config
 	now   func() time.Time
 
-	// mu protects the maps below and serialises default-session creation.
+	// mu protects the maps below. It is never held across database or
+	// disk I/O: every call of every user takes it.
 	mu   sync.Mutex
 	live map[string]*live
 	// known caches sessions already read, so that a tool call does not pay
@@ -63,9 +63,13 @@ type Manager struct {
 	defaults map[string]string
 	creating map[string]int // sessions being created, per owner
 
-	ops   sync.Map // session id → *sync.Mutex serialising its lifecycle and audit
-	quota quotas
+	ops sync.Map // session id → *sync.Mutex serialising its lifecycle and audit
+	// makingDefault: owner and binding → *sync.Mutex serialising the
+	// creation of that default session.
+	makingDefault sync.Map
+	quota         quotas
 
+	saver      *saver // writes shell states, retrying
 	stopReaper context.CancelFunc
 }
 
@@ -99,7 +103,7 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	}
 	return &Manager{store: store, cfg: cfg, now: time.Now, live: map[string]*live{},
 		known: map[string]*Session{}, defaults: map[string]string{}, creating: map[string]int{},
-		quota: quotas{m: map[string]*usage{}}}, nil
+		quota: quotas{m: map[string]*usage{}}, saver: newSaver(store)}, nil
 }
 
 // Store returns the manager's store.
@@ -247,10 +251,22 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 }
 
 // SaveState records the shell's cwd and exports so that they survive a
-// restart of the server. Unchanged state is not written again: most
-// commands change neither, and a write per command would cost more than
-// the command.
+// restart of the server, and waits until they are in the database or ctx
+// ends: then it returns a NotSavedError (errors.Is ErrStateNotSaved) and
+// the state is written later, retried until the database takes it.
+// Unchanged state is not written again: most commands change neither, and
+// a write per command would cost more than the command.
 func (m *Manager) SaveState(ctx context.Context, s *Session, sh *sandbox.Shell) error {
+	m.queueState(s, sh)
+	return m.saver.wait(ctx, s.ID)
+}
+
+// QueueState hands the shell's state to the saver when it changed, and
+// returns at once: for a command whose result nobody waits for.
+func (m *Manager) QueueState(s *Session, sh *sandbox.Shell) { m.queueState(s, sh) }
+
+// queueState hands the shell's state to the saver when it changed.
+func (m *Manager) queueState(s *Session, sh *sandbox.Shell) {
 	m.quota.afterCommand(s.ID)
 	m.mu.Lock()
 	if l := m.live[s.ID]; l != nil {
@@ -262,10 +278,9 @@ func (m *Manager) SaveState(ctx context.Context, s *Session, sh *sandbox.Shell) 
 	same := sameState(s.Shell, st)
 	s.Shell = st
 	s.mu.Unlock()
-	if same {
-		return nil
+	if !same {
+		m.saver.queue(s.ID, st)
 	}
-	return m.store.SaveShell(ctx, s.ID, st)
 }
 
 func sameState(a, b sandbox.State) bool {
@@ -334,7 +349,8 @@ func (m *Manager) dropShell(id string, forget bool) {
 	}
 }
 
-// Close saves every live shell's state and kills its jail.
+// Close saves every live shell's state, kills its jail, and writes what
+// the saver still holds, until ctx ends.
 func (m *Manager) Close(ctx context.Context) error {
 	if m.stopReaper != nil {
 		m.stopReaper()
@@ -342,15 +358,20 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	lives := m.live
 	m.live = map[string]*live{}
+	known := make(map[string]*Session, len(lives))
+	for id := range lives {
+		known[id] = m.known[id]
+	}
 	m.mu.Unlock()
-	var errs []error
 	for id, l := range lives {
-		if err := m.store.SaveShell(ctx, id, l.sh.State()); err != nil {
-			errs = append(errs, err)
+		if s := known[id]; s != nil {
+			m.queueState(s, l.sh)
+		} else {
+			m.saver.queue(id, l.sh.State())
 		}
 		l.sh.Close()
 	}
-	return errors.Join(errs...)
+	return m.saver.close(ctx)
 }
 
 // SetOnEnd sets Config.OnEnd after construction: serve builds the task

@@ -59,17 +59,19 @@ func (m *Manager) Reap(ctx context.Context) int {
 		idle := now.Sub(c.l.lastUsed)
 		m.mu.Unlock()
 		if m.cfg.IdleTimeout > 0 && idle >= m.cfg.IdleTimeout {
-			m.stopIdle(ctx, c.s, c.l)
+			m.stopIdle(c.s, c.l)
 			stopped++
 		}
 	}
 	return stopped
 }
 
-// stopIdle saves an idle shell's state and stops its jail.
-func (m *Manager) stopIdle(ctx context.Context, s *Session, l *live) {
+// stopIdle queues an idle shell's state for saving and stops its jail; the
+// state stays in the session meanwhile, and the saver retries until it is
+// written.
+func (m *Manager) stopIdle(s *Session, l *live) {
 	if s != nil {
-		_ = m.SaveState(ctx, s, l.sh)
+		m.queueState(s, l.sh)
 	}
 	l.sh.Stop() // does nothing if a command started meanwhile
 }
@@ -117,7 +119,7 @@ func (m *Manager) makeRoom(id string) error {
 			}
 		}
 		m.mu.Unlock()
-		m.stopIdle(context.Background(), s, c.l)
+		m.stopIdle(s, c.l)
 		running--
 	}
 	if running >= limit {

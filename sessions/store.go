@@ -213,16 +213,19 @@ func (st *Store) Count(ctx context.Context, owner string) (int, error) {
 }
 
 // SaveShell records the shell state of session id. The write is committed
-// before it returns, and callers answer a command only after it: a server
-// killed with SIGKILL right after a reply still has the state (SQLite's
-// WAL is in the page cache; only a host crash could lose it).
+// before it returns. The Manager writes through its saver, which retries;
+// this is for callers without one (tests, tools that own the database).
 func (st *Store) SaveShell(ctx context.Context, id string, state sandbox.State) error {
+	return saveShell(ctx, st.db, st.Now(), id, state)
+}
+
+func saveShell(ctx context.Context, ex execer, at time.Time, id string, state sandbox.State) error {
 	b, err := json.Marshal(state)
 	if err != nil {
 		return fmt.Errorf("encode shell state: %w", err)
 	}
-	now := st.Now().UTC().UnixMilli()
-	_, err = st.db.ExecContext(ctx, `UPDATE sessions SET shell_state = ?, updated_at = ?, last_used_at = ? WHERE id = ?`,
+	now := at.UTC().UnixMilli()
+	_, err = ex.ExecContext(ctx, `UPDATE sessions SET shell_state = ?, updated_at = ?, last_used_at = ? WHERE id = ?`,
 		string(b), now, now, id)
 	if err != nil {
 		return fmt.Errorf("save shell state: %w", err)

@@ -28,6 +28,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets to serve: " + strings.Join(mcp.Toolsets, ", ") + " (default all)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error (logs go to stderr)"},
 			logFormatFlag(),
+			&cli.DurationFlag{Name: "shell-yield", Value: mcp.DefaultYield, Usage: "how long shell_exec and shell_wait wait for a command before returning it as a running job (keep it under your clients' request timeout)"},
 		)
 	}
 	return &cli.Command{
@@ -100,7 +101,8 @@ func openServices(c *cli.Context) (*services, error) {
 	if ts := c.String("toolsets"); ts != "" {
 		toolsets = strings.Split(ts, ",")
 	}
-	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: buildVersion()})
+	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: buildVersion(),
+		ShellYield: c.Duration("shell-yield")})
 	if err != nil {
 		w.stop()
 		db.Close()
