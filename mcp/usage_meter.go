@@ -175,8 +175,15 @@ func (q *usageQueue) add(r metering.Record) {
 		return
 	}
 	q.mu.Lock()
+	if q.closed {
+		// A call that finished while the server shuts down: its result was
+		// sent, so its record is written now rather than dropped.
+		q.mu.Unlock()
+		q.write([]metering.Record{r})
+		return
+	}
 	defer q.mu.Unlock()
-	if q.closed || len(q.pending) >= maxQueued {
+	if len(q.pending) >= maxQueued {
 		q.dropped++
 		return
 	}
@@ -228,7 +235,7 @@ func (q *usageQueue) run() {
 		select {
 		case <-q.wake:
 		case <-q.closing:
-			q.writePending()
+			q.writePending(true)
 			return
 		}
 		t := time.NewTimer(batchDelay)
@@ -238,11 +245,20 @@ func (q *usageQueue) run() {
 		case <-q.closing:
 		}
 		t.Stop()
-		q.writePending()
+		q.writePending(false)
 	}
 }
 
-func (q *usageQueue) writePending() {
+// retryDelays are the waits between attempts at a batch the database
+// refused (busy past its timeout, disk full): records are billing data and
+// are not given up on while the server runs; at shutdown the last attempt
+// ends the wait and what still fails is logged with its count.
+var retryDelays = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second}
+
+// writePending writes the queued records, retrying a failed batch until it
+// is written, the server shuts down (final: a few quick attempts), or new
+// records are waiting to join it.
+func (q *usageQueue) writePending(final bool) {
 	q.mu.Lock()
 	batch := q.pending
 	q.pending = nil
@@ -255,9 +271,50 @@ func (q *usageQueue) writePending() {
 	if len(batch) == 0 {
 		return
 	}
+	for attempt := 0; ; attempt++ {
+		err := q.record(batch)
+		if err == nil {
+			break
+		}
+		if final && attempt >= 2 || attempt >= len(retryDelays) && q.isClosing() {
+			q.log.Error().Err(err).Int("records", len(batch)).Msg("tool-output usage records lost: the database refused them")
+			break
+		}
+		d := retryDelays[min(attempt, len(retryDelays)-1)]
+		q.log.Warn().Err(err).Int("records", len(batch)).Dur("retry_in", d).Msg("record tool output")
+		select {
+		case <-time.After(d):
+		case <-q.closing:
+			final = true
+		}
+	}
+	q.mu.Lock()
+	q.done += uint64(len(batch))
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
+
+func (q *usageQueue) isClosing() bool {
+	select {
+	case <-q.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// write records a batch at once, for calls that end after close.
+func (q *usageQueue) write(batch []metering.Record) {
+	if err := q.record(batch); err != nil {
+		q.log.Error().Err(err).Int("records", len(batch)).Msg("tool-output usage records lost at shutdown")
+	}
+}
+
+// record attributes each record to the task its session holds when it is
+// written (one claim lookup per session of the batch) and writes them in
+// one transaction.
+func (q *usageQueue) record(batch []metering.Record) error {
 	ctx := context.Background()
-	// Attribute to the task held when the record is written: the claim is
-	// read once per session of the batch.
 	claims := map[string]string{}
 	for i := range batch {
 		s := batch[i].Session
@@ -266,11 +323,6 @@ func (q *usageQueue) writePending() {
 		}
 		batch[i].Task = claims[s]
 	}
-	if _, err := q.meter.RecordBatch(ctx, batch); err != nil {
-		q.log.Warn().Err(err).Int("records", len(batch)).Msg("record tool output")
-	}
-	q.mu.Lock()
-	q.done += uint64(len(batch))
-	q.cond.Broadcast()
-	q.mu.Unlock()
+	_, err := q.meter.RecordBatch(ctx, batch)
+	return err
 }

@@ -139,7 +139,27 @@ func (m *Meter) RecordBatch(ctx context.Context, records []Record) ([]Alert, err
 		}
 		rows[i] = w
 	}
-	tx, err := m.db.BeginTx(ctx, nil)
+	conn, err := m.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin record: %w", err)
+	}
+	defer conn.Close()
+	if billing(rows) {
+		// Model records are billing data: once acknowledged they must
+		// survive a power cut, not only a crash of the process, so their
+		// commit waits for the disk (synchronous=FULL syncs the WAL at
+		// commit). Tool-output records keep the connection's cheaper
+		// setting.
+		var prev int
+		if err := conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&prev); err != nil {
+			return nil, fmt.Errorf("begin record: %w", err)
+		}
+		if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = FULL"); err != nil {
+			return nil, fmt.Errorf("begin record: %w", err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA synchronous = %d", prev)) //nolint:errcheck // the connection's own setting again
+	}
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin record: %w", err)
 	}
@@ -156,6 +176,16 @@ func (m *Meter) RecordBatch(ctx context.Context, records []Record) ([]Alert, err
 	}
 	m.notify(fired)
 	return fired, nil
+}
+
+// billing reports whether rows hold model usage, which is billed.
+func billing(rows []row) bool {
+	for _, w := range rows {
+		if w.kind == KindModel {
+			return true
+		}
+	}
+	return false
 }
 
 const insertRecordSQL = `INSERT INTO usage_records (ts, day, user_id, session_id, task_id, client, model,
