@@ -75,29 +75,54 @@ func (w *ws) mkdirAll(dir string) error {
 	if dir == "." || dir == "" {
 		return nil
 	}
-	cur := ""
+	cur := "."
 	for _, part := range strings.Split(dir, "/") {
-		cur = path.Join(cur, part)
-		fi, err := w.root.Stat(cur)
-		if err == nil {
-			if !fi.IsDir() {
-				return errorf("%s is a file, not a directory", jailPath(cur))
-			}
-			continue
-		}
-		if !isNotExist(err) {
+		next := path.Join(cur, part)
+		fi, err := w.root.Stat(next)
+		switch {
+		case err == nil && !fi.IsDir():
+			return errorf("%s is a file, not a directory", jailPath(next))
+		case err != nil && !isNotExist(err):
 			return err
-		}
-		if err := w.root.Mkdir(cur, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		if w.chown {
-			if err := w.root.Lchown(cur, w.uid, w.gid); err != nil {
+		case err != nil:
+			if err := w.mkdir(cur, part); err != nil {
 				return err
 			}
 		}
+		cur = next
 	}
 	return nil
+}
+
+// mkdir creates the directory name in parent and hands it to the jail's
+// uid. The chown goes through a descriptor of the new directory, opened
+// without following links and checked empty: by name, a jail that swaps
+// the new directory for one of its root-owned files (rename with
+// RENAME_EXCHANGE) would have the server give that file away.
+func (w *ws) mkdir(parent, name string) error {
+	d, err := w.root.OpenFile(parent, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	rel := path.Join(parent, name)
+	err = unix.Mkdirat(int(d.Fd()), name, 0o755)
+	if err == unix.EEXIST || (err == nil && !w.chown) {
+		return nil // made by someone else in the meantime, or nobody to hand it to
+	}
+	if err != nil {
+		return &fs.PathError{Op: "mkdir", Path: rel, Err: err}
+	}
+	fd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errorf("%s changed while it was created: retry", jailPath(rel))
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	if names, _ := f.Readdirnames(1); len(names) > 0 {
+		return errorf("%s changed while it was created: retry", jailPath(rel))
+	}
+	return f.Chown(w.uid, w.gid)
 }
 
 // writeAtomic replaces rel with data through a temporary file in the same

@@ -193,3 +193,64 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestWriteFileRaceNewDirectorySwap plays a jail that exchanges each
+// directory write_file creates with a file owned by root: the server, which
+// hands new directories to the jail's uid, must never chown that file.
+func TestWriteFileRaceNewDirectorySwap(t *testing.T) {
+	needJail(t)
+	if os.Geteuid() != 0 {
+		t.Skip("only a root server hands new directories to another uid")
+	}
+	ws := jailDir(t)
+	rootFile := filepath.Join(ws, "rootfile")
+	mustWrite(t, rootFile, "root's\n", 0o644)
+	user := serveStdio(t, "--workspace", ws, "--data-dir", jailDir(t))
+	user.ok("write_file", map[string]any{"path": "warmup", "content": "x"})
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			unix.Renameat2(unix.AT_FDCWD, rootFile, unix.AT_FDCWD, filepath.Join(ws, "nd"), unix.RENAME_EXCHANGE)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		nd := filepath.Join(ws, "nd")
+		for !stop.Load() { // make write_file create nd again; never remove the file
+			unix.Unlinkat(unix.AT_FDCWD, filepath.Join(nd, "x"), 0)
+			unix.Rmdir(nd)
+		}
+	}()
+	given := func() bool { // root's file belongs to someone else now
+		for _, p := range []string{rootFile, filepath.Join(ws, "nd")} {
+			var st unix.Stat_t
+			if unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Uid != 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < 800 && !given(); i++ {
+		user.call("write_file", map[string]any{"path": "nd/x", "content": "x"})
+	}
+	stop.Store(true)
+	wg.Wait()
+	found := false
+	for _, p := range []string{rootFile, filepath.Join(ws, "nd")} {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		found = true
+		if st.Uid != 0 {
+			t.Errorf("%s, a file of root's, now belongs to uid %d", p, st.Uid)
+		}
+	}
+	if !found {
+		t.Fatal("root's file disappeared: the test lost track of it")
+	}
+}
