@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -14,23 +15,27 @@ import (
 type ReadFileInput struct {
 	SessionID string `json:"session_id,omitempty" jsonschema:"the session whose workspace to read; omitted: your default session"`
 	Path      string `json:"path" jsonschema:"a path relative to the workspace, or absolute under /workspace"`
-	Offset    int    `json:"offset,omitempty" jsonschema:"first line to return, 1-based (default 1)"`
-	Limit     int    `json:"limit,omitempty" jsonschema:"maximum number of lines to return (default 2000)"`
+	Offset    int    `json:"offset,omitempty" jsonschema:"first line to return, 1-based (default 1); with encoding base64, first byte"`
+	Limit     int    `json:"limit,omitempty" jsonschema:"maximum number of lines to return (default 2000); with encoding base64, of bytes (default and at most 196608)"`
+	Encoding  string `json:"encoding,omitempty" jsonschema:"utf-8 (default): the file is text, returned by lines; base64: its bytes, returned in standard base64, for binary files"`
 }
 
 // ReadFileOutput is the output of read_file.
 type ReadFileOutput struct {
 	Path       string `json:"path" jsonschema:"the path as seen in the jail"`
-	Content    string `json:"content" jsonschema:"the requested lines"`
-	TotalLines int    `json:"total_lines" jsonschema:"lines in the whole file"`
-	Truncated  bool   `json:"truncated" jsonschema:"more lines follow: read on with a larger offset"`
+	Content    string `json:"content" jsonschema:"the requested lines, or bytes in base64"`
+	Encoding   string `json:"encoding" jsonschema:"the encoding of content: utf-8 or base64"`
+	TotalLines int    `json:"total_lines" jsonschema:"lines in the whole file (0 with encoding base64)"`
+	TotalBytes int    `json:"total_bytes" jsonschema:"bytes in the whole file"`
+	Truncated  bool   `json:"truncated" jsonschema:"more lines or bytes follow: read on with a larger offset"`
 }
 
 // WriteFileInput is the input of write_file.
 type WriteFileInput struct {
 	SessionID string `json:"session_id,omitempty" jsonschema:"the session whose workspace to write; omitted: your default session"`
 	Path      string `json:"path" jsonschema:"a path relative to the workspace, or absolute under /workspace; parent directories are created"`
-	Content   string `json:"content" jsonschema:"the text to write"`
+	Content   string `json:"content" jsonschema:"the text to write, valid UTF-8; with encoding base64, the bytes in standard base64"`
+	Encoding  string `json:"encoding,omitempty" jsonschema:"utf-8 (default): content is text; base64: content is the file's bytes in standard base64, for binary files"`
 	Append    bool   `json:"append,omitempty" jsonschema:"append to the file instead of replacing it"`
 }
 
@@ -61,19 +66,27 @@ const (
 	maxReadOut    = 256 << 10 // content returned by one read_file call
 	defaultLimit  = 2000
 	maxWriteBytes = 10 << 20
+	maxReadBinary = maxReadOut / 4 * 3 // bytes whose base64 is maxReadOut
 )
 
 func readFile(d *deps) Tool {
 	t := mcp.NewTool("read_file",
-		mcp.WithDescription("Read a text file of the workspace, by lines. Binary files are refused."),
+		mcp.WithDescription("Read a text file of the workspace, by lines; or, with encoding base64, the bytes of any file. "+
+			"Binary files are refused as text."),
 		mcp.WithInputSchema[ReadFileInput](),
 		mcp.WithOutputSchema[ReadFileOutput](),
 		annotations("Read a file", true, false, true, false),
 	)
-	h := typedHandler(func(ctx context.Context, _ mcp.CallToolRequest, in ReadFileInput) (result[ReadFileOutput], error) {
+	h := typedHandler(func(ctx context.Context, req mcp.CallToolRequest, in ReadFileInput) (result[ReadFileOutput], error) {
 		var zero result[ReadFileOutput]
+		if k := invalidTextArgument(req); k != "" {
+			return zero, notUTF8(k)
+		}
 		if in.Offset < 0 || in.Limit < 0 {
-			return zero, errorf("offset and limit must be positive line counts")
+			return zero, errorf("offset and limit must be positive counts")
+		}
+		if in.Encoding != "" && in.Encoding != encodingText && in.Encoding != encodingBase64 {
+			return zero, errorf(`encoding must be "utf-8" or "base64", not %q`, in.Encoding)
 		}
 		ws, rel, err := d.openPath(ctx, in.SessionID, in.Path, false)
 		if err != nil {
@@ -84,11 +97,16 @@ func readFile(d *deps) Tool {
 		if err != nil {
 			return zero, err
 		}
+		if in.Encoding == encodingBase64 {
+			out := sliceBytes(data, in.Offset, in.Limit)
+			out.Path = jailPath(rel)
+			return result[ReadFileOutput]{Out: out, Text: out.Content}, nil
+		}
 		if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
-			return zero, errorf("%s is a binary file (not UTF-8 text): inspect it with shell_exec, e.g. 'file %s' or 'xxd %s | head'", in.Path, jailPath(rel), jailPath(rel))
+			return zero, errorf("%s is a binary file (not UTF-8 text): read its bytes with encoding \"base64\", or inspect it with shell_exec, e.g. 'file %s' or 'xxd %s | head'", in.Path, jailPath(rel), jailPath(rel))
 		}
 		out := sliceLines(string(data), in.Offset, in.Limit)
-		out.Path = jailPath(rel)
+		out.Path, out.Encoding, out.TotalBytes = jailPath(rel), encodingText, len(data)
 		return result[ReadFileOutput]{Out: out, Text: out.Content}, nil
 	})
 	return Tool{Toolset: "files", Tool: t, Handler: h}
@@ -125,25 +143,50 @@ func sliceLines(s string, offset, limit int) ReadFileOutput {
 	return out
 }
 
+// sliceBytes returns bytes offset.. (1-based) of data in base64, at most
+// limit of them and at most maxReadBinary.
+func sliceBytes(data []byte, offset, limit int) ReadFileOutput {
+	offset = max(offset, 1)
+	if limit <= 0 || limit > maxReadBinary {
+		limit = maxReadBinary
+	}
+	out := ReadFileOutput{Encoding: encodingBase64, TotalBytes: len(data)}
+	if offset > len(data) {
+		return out
+	}
+	end := min(len(data), offset-1+limit)
+	out.Content = base64.StdEncoding.EncodeToString(data[offset-1 : end])
+	out.Truncated = end < len(data)
+	return out
+}
+
 func writeFile(d *deps) Tool {
 	t := mcp.NewTool("write_file",
-		mcp.WithDescription("Write a text file in the workspace atomically (temporary file, then rename), creating "+
-			"parent directories; or append to it."),
+		mcp.WithDescription("Write a file in the workspace atomically (temporary file, then rename), creating "+
+			"parent directories; or append to it. Content is UTF-8 text, or any bytes with encoding base64. "+
+			"A symbolic link is followed while it stays in the workspace."),
 		mcp.WithInputSchema[WriteFileInput](),
 		mcp.WithOutputSchema[WriteFileOutput](),
 		annotations("Write a file", false, true, false, false),
 	)
-	h := typedHandler(func(ctx context.Context, _ mcp.CallToolRequest, in WriteFileInput) (result[WriteFileOutput], error) {
+	h := typedHandler(func(ctx context.Context, req mcp.CallToolRequest, in WriteFileInput) (result[WriteFileOutput], error) {
 		var zero result[WriteFileOutput]
-		if len(in.Content) > maxWriteBytes {
-			return zero, errorf("content is %d bytes, over write_file's limit of %d: write it in parts with append", len(in.Content), maxWriteBytes)
+		if k := invalidTextArgument(req); k != "" {
+			return zero, notUTF8(k)
+		}
+		content, err := decodeContent(in.Content, in.Encoding)
+		if err != nil {
+			return zero, err
+		}
+		if len(content) > maxWriteBytes {
+			return zero, errorf("content is %d bytes, over write_file's limit of %d: write it in parts with append", len(content), maxWriteBytes)
 		}
 		ws, rel, err := d.openPath(ctx, in.SessionID, in.Path, true)
 		if err != nil {
 			return zero, err
 		}
 		defer ws.close()
-		data := []byte(in.Content)
+		data := content
 		if in.Append {
 			old, err := ws.readFile(rel, in.Path, "write_file with append")
 			if err != nil && !isNotExist(err) {
@@ -154,7 +197,7 @@ func writeFile(d *deps) Tool {
 		if err := ws.writeAtomic(rel, data); err != nil {
 			return zero, fileError(in.Path, err)
 		}
-		out := WriteFileOutput{Path: jailPath(rel), Bytes: len(in.Content)}
+		out := WriteFileOutput{Path: jailPath(rel), Bytes: len(content)}
 		return result[WriteFileOutput]{Out: out, Text: fmt.Sprintf("wrote %d bytes to %s", out.Bytes, out.Path)}, nil
 	})
 	return Tool{Toolset: "files", Tool: t, Handler: h}
@@ -168,8 +211,11 @@ func editFile(d *deps) Tool {
 		mcp.WithOutputSchema[EditFileOutput](),
 		annotations("Edit a file", false, true, false, false),
 	)
-	h := typedHandler(func(ctx context.Context, _ mcp.CallToolRequest, in EditFileInput) (result[EditFileOutput], error) {
+	h := typedHandler(func(ctx context.Context, req mcp.CallToolRequest, in EditFileInput) (result[EditFileOutput], error) {
 		var zero result[EditFileOutput]
+		if k := invalidTextArgument(req); k != "" {
+			return zero, notUTF8(k)
+		}
 		if in.OldText == "" {
 			return zero, errorf("old_text is empty: pass the exact text to replace (use write_file to create a file)")
 		}

@@ -55,11 +55,15 @@ func runShell(c *cli.Context) error {
 	defer signal.Stop(interrupts)
 
 	out, errOut := c.App.Writer, c.App.ErrWriter
+	// The jail's output reaches the host's terminal only through a filter:
+	// escape sequences can act outside the screen (see termFilter).
+	jailOut, jailErr := newTermFilter(out), newTermFilter(errOut)
 	in := bufio.NewReader(os.Stdin)
 	cwd := sandbox.MountPoint
 	fmt.Fprintf(errOut, "warren shell: %s is /workspace; Ctrl-D leaves\n", dir)
 	for {
-		fmt.Fprintf(out, "warren:%s$ ", cwd)
+		// The jail chose the cwd, and a directory name can hold escapes too.
+		fmt.Fprintf(out, "warren:%s$ ", plainText(cwd))
 		line, err := readCommand(in, out)
 		if errors.Is(err, io.EOF) && strings.TrimSpace(line) == "" {
 			fmt.Fprintln(out)
@@ -87,16 +91,18 @@ func runShell(c *cli.Context) error {
 			Timeout: timeout,
 			OnOutput: func(s sandbox.Stream, p []byte) {
 				if s == sandbox.Stderr {
-					errOut.Write(p)
+					jailErr.Write(p)
 				} else {
-					out.Write(p)
+					jailOut.Write(p)
 				}
 			},
 		})
 		close(done)
 		cancel()
+		jailOut.End()
+		jailErr.End()
 		if err != nil {
-			fmt.Fprintln(errOut, "warren:", err)
+			fmt.Fprintln(errOut, "warren:", plainText(err.Error()))
 			if errors.Is(err, sandbox.ErrClosed) {
 				return nil
 			}
