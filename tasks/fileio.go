@@ -102,8 +102,9 @@ func (l location) openDir(create bool) (*fileDir, error) {
 			next, err = d.mkdir(name)
 		}
 		if err != nil {
+			err = dirError(d.fd, name, walked, err)
 			d.close()
-			return nil, dirError(d.fd, name, walked, err)
+			return nil, err
 		}
 		unix.Close(d.fd)
 		d.fd = next
