@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -320,4 +321,57 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// Issue 10 item 2: the file shows the last notes of a task and says how
+// many older ones the board keeps; task_list has them all.
+func TestNotesAreBoundedInTheFile(t *testing.T) {
+	f := newFixture(t, board3)
+	for i := range 15 {
+		f.clock.Add(time.Minute)
+		if _, err := f.board.Update(f.ctx, "T-1", Change{Note: fmt.Sprintf("note %d", i)}, alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := f.readFile()
+	if strings.Count(file, "@alice: note") != shownNotes || !strings.Contains(file, "- [ ] T-1 One\n  - 5 older notes on the board (task_list)\n  - 2026-05-06 10:06 @alice: note 5\n") {
+		t.Fatalf("file:\n%s", file)
+	}
+	if task := f.get("T-1"); len(task.Notes) != 15 || task.Notes[0].Text != "note 0" {
+		t.Fatalf("T-1 has %d notes: %+v", len(task.Notes), task.Notes)
+	}
+	// A hand edit of a shown note is merged; the older ones stay.
+	f.edit("@alice: note 14", "@alice: note 14, fixed by hand")
+	if _, err := f.board.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	task := f.get("T-1")
+	if len(task.Notes) != 15 || task.Notes[0].Text != "note 0" || task.Notes[14].Text != "note 14, fixed by hand" {
+		t.Fatalf("after the hand edit: %+v", task.Notes)
+	}
+}
+
+// With Coalesce, many changes make one rewrite, and Close writes them.
+func TestChangesAreCoalesced(t *testing.T) {
+	f := newFixture(t, board3)
+	b, err := Open(f.ctx, f.db, Options{Path: f.path, Now: f.clock.Now, Coalesce: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := 0
+	b.beforeWrite = func() { writes++ }
+	for i := range 20 {
+		if _, err := b.Update(f.ctx, "T-2", Change{Note: fmt.Sprintf("step %d", i)}, alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(f.readFile(), "step") {
+		t.Fatal("a change was written before the coalescing delay")
+	}
+	if err := b.Close(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.readFile(); writes != 1 || !strings.Contains(got, "@alice: step 19\n") {
+		t.Fatalf("%d writes; file:\n%s", writes, got)
+	}
 }
