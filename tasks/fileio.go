@@ -114,7 +114,10 @@ func (l location) openDir(create bool) (*fileDir, error) {
 
 // mkdir creates a directory below d and opens it.
 func (d *fileDir) mkdir(name string) (int, error) {
-	if err := unix.Mkdirat(d.fd, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+	// 0777 under the umask, or under the parent's default ACL: a
+	// workspace shared with the jail through ACLs shares the new
+	// directory the same way.
+	if err := unix.Mkdirat(d.fd, name, 0o777); err != nil && !errors.Is(err, unix.EEXIST) {
 		return -1, err
 	}
 	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -264,9 +267,13 @@ func (l location) write(d *fileDir, data []byte, was current) (string, error) {
 	if now.exists != was.exists || !bytes.Equal(now.raw, was.raw) {
 		return "", errFileChanged
 	}
-	mode, uid, gid, chown := uint32(0o644), d.uid, d.gid, d.chown
+	// A new file is created like any program creates one: 0666 under
+	// the umask or the directory's default ACL. A replaced one keeps its
+	// mode, owner and ACL.
+	mode, uid, gid, chown, chmod := uint32(0o666), d.uid, d.gid, d.chown, false
 	var acl []byte
 	if now.exists {
+		chmod = true
 		// Never set-id bits: the jail chose them.
 		mode, uid, gid = now.st.Mode&0o777, int(now.st.Uid), int(now.st.Gid)
 		chown = os.Geteuid() == 0
@@ -287,8 +294,10 @@ func (l location) write(d *fileDir, data []byte, was current) (string, error) {
 				return err
 			}
 		}
-		if err := unix.Fchmod(fd, mode); err != nil {
-			return err
+		if chmod {
+			if err := unix.Fchmod(fd, mode); err != nil {
+				return err
+			}
 		}
 		if acl != nil {
 			if err := unix.Fsetxattr(fd, aclXattr, acl, 0); err != nil {
