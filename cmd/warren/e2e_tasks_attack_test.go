@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The README's setup, 'serve stdio --workspace DIR', with a jail that
@@ -24,16 +23,28 @@ func TestTaskBoardJailSwapsLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := serveStdio(t, "--data-dir", data, "--workspace", ws)
-	agent.exec(fmt.Sprintf(`cd /workspace && (end=$(( $(date +%%s) + 3 )); while [ $(date +%%s) -lt $end ]; do
-		mkdir -p d.real; ln -sfn %[1]s d.real/TASKS.md; mv -T d.real docs
-		ln -sfn %[2]s d.link; mv -T docs d.real; mv -T d.link docs; rm -f docs
-	done) >/dev/null 2>&1 &`, decoy, outside))
+	// The jail's loop runs in the foreground of one call while the agent
+	// uses the board in others.
+	swapped := make(chan map[string]any, 1)
+	go func() {
+		swapped <- agent.exec(fmt.Sprintf(`cd /workspace; end=$(( $(date +%%s) + 3 )); while [ $(date +%%s) -lt $end ]; do
+			mkdir -p d.real; ln -sfn %[1]s d.real/TASKS.md; mv -T d.real docs
+			ln -sfn %[2]s d.link; mv -T docs d.real; mv -T d.link docs; rm -f docs
+		done 2>/dev/null; rm -rf docs d.real d.link; echo swapped`, decoy, outside))
+	}()
 	var said []string
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+	for done := false; !done; {
 		said = append(said, textOf(agent.call("task_add", map[string]any{"title": "Race"})),
 			textOf(agent.call("task_list", map[string]any{})))
+		select {
+		case r := <-swapped:
+			if !strings.Contains(fmt.Sprint(r["stdout"]), "swapped") {
+				t.Fatalf("the jail's loop: %v", r)
+			}
+			done = true
+		default:
+		}
 	}
-	agent.exec("sleep 1; rm -rf /workspace/docs /workspace/d.real /workspace/d.link")
 	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
 		t.Fatalf("the board created files outside the workspace: %v", entries)
 	}
@@ -58,12 +69,13 @@ func TestTaskBoardJailSwapsLinks(t *testing.T) {
 	})
 
 	// A FIFO as the board: every call answers at once and says why.
-	if r := agent.exec("mkdir -p /workspace/docs && rm -f /workspace/docs/TASKS.md && mkfifo /workspace/docs/TASKS.md && ls -la /workspace/docs"); r["exit_code"] != float64(0) {
+	r := agent.exec("mkdir -p /workspace/docs && rm -f /workspace/docs/TASKS.md && mkfifo /workspace/docs/TASKS.md && ls -la /workspace /workspace/docs")
+	if r["exit_code"] != float64(0) {
 		t.Fatalf("mkfifo in the jail: %v", r)
 	}
 	list := agent.ok("task_list", map[string]any{})
 	if w, _ := list["warning"].(string); !strings.Contains(w, "is not a regular file (a FIFO)") || len(list["tasks"].([]any)) == 0 {
-		t.Fatalf("task_list with a FIFO board: %v", list)
+		t.Fatalf("task_list with a FIFO board: warning %q\n%s", list["warning"], r["stdout"])
 	}
 	got := agent.ok("task_add", map[string]any{"title": "Still works"})
 	if w, _ := got["warning"].(string); !strings.Contains(w, "a FIFO") {
