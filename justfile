@@ -54,6 +54,10 @@ bench-mcp: deps
 bench-sessions: deps
     go test -run '^$' -bench Sessions200 -benchtime 1x ./cmd/warren/
 
+# Task board: claim and update p50 on a board of 1,000 tasks and 1 MB, against the 5 ms target (fails when over).
+bench-tasks:
+    go test -run '^$' -bench BoardOps -benchtime 1x ./tasks/
+
 # gofmt and go vet must be clean.
 lint:
     #!/usr/bin/env bash

@@ -22,6 +22,10 @@ type TaskListInput struct {
 type TaskListOutput struct {
 	Path  string     `json:"path" jsonschema:"the board's TASKS.md on the server's host"`
 	Tasks []TaskView `json:"tasks" jsonschema:"the matching tasks, by id"`
+	// Warning is set when the list comes from the board's database
+	// because TASKS.md could not be synced (unreadable, unwritable, or a
+	// full disk): the list is still right.
+	Warning string `json:"warning,omitempty" jsonschema:"set when TASKS.md could not be synced; the list comes from the board's database and is still right"`
 }
 
 // TaskClaimInput is the input of task_claim.
@@ -91,10 +95,13 @@ func taskList(d *deps) Tool {
 			return result[TaskListOutput]{}, err
 		}
 		list, err := d.tasks.List(ctx, tasks.Filter{Status: tasks.Status(in.Status), Owner: in.Owner})
-		if err != nil {
+		if err != nil && (list == nil || !errors.Is(err, tasks.ErrNotWritten)) {
 			return result[TaskListOutput]{}, taskError(err)
 		}
 		out := TaskListOutput{Path: d.tasks.Path(), Tasks: make([]TaskView, len(list))}
+		if err != nil {
+			out.Warning = err.Error()
+		}
 		var b strings.Builder
 		for i, task := range list {
 			out.Tasks[i] = viewTask(task)
@@ -103,6 +110,9 @@ func taskList(d *deps) Tool {
 		}
 		if len(list) == 0 {
 			b.WriteString("no tasks match; add one with task_add\n")
+		}
+		if out.Warning != "" {
+			b.WriteString("warning: " + out.Warning + "\n")
 		}
 		return result[TaskListOutput]{Out: out, Text: b.String()}, nil
 	})

@@ -35,36 +35,58 @@ type Options struct {
 	// Path is the TASKS.md file. It need not exist yet: it is created on
 	// the first change.
 	Path string
+	// Root is the directory, chosen by the operator, that holds Path: the
+	// workspace for <workspace>/docs/TASKS.md. Every name of Path below it
+	// may be the jail's, so it is opened without following links, and
+	// missing directories are created (owned like Root). Empty: Path's
+	// own directory.
+	Root string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Lease is used by Claim and Renew when they are given no lease;
 	// DefaultLease when zero.
 	Lease time.Duration
+	// Coalesce, when positive, has changes written to the file in the
+	// background, at most this long after they are made, many changes in
+	// one rewrite: a change then costs the same on a board of any size.
+	// Close writes what is pending. Zero: every change is written to the
+	// file before it returns.
+	Coalesce time.Duration
 }
 
 // Board is the task board of one TASKS.md file. It is safe for concurrent
 // use, and several Boards (in one process or many) may share a database
-// and a file: SQLite's write lock orders their changes.
+// and a file: SQLite's write lock orders their changes, and a lock file
+// next to the database lets one sync at a time write the file.
 type Board struct {
-	db    *sql.DB
-	id    int64
-	path  string
-	now   func() time.Time
-	lease time.Duration
+	db       *sql.DB
+	id       int64
+	path     string
+	loc      location
+	now      func() time.Time
+	lease    time.Duration
+	coalesce time.Duration
 
-	// mu serializes this Board's read-merge-write cycles so that goroutines
-	// queue here rather than in SQLite's busy handler.
-	mu sync.Mutex
+	// mu serializes this Board's syncs; lockFD (a flock'ed file next to
+	// the database, -1 for a database in memory) serializes them with
+	// other Boards and processes.
+	mu     sync.Mutex
+	lockFD int
+
+	w writer
+
 	// beforeWrite, when set by tests, runs after the new file is rendered
 	// and before it replaces the old one: the moment a hand edit races us.
 	beforeWrite func()
 	// write replaces the file; tests swap it to make writes fail.
-	write func(path string, data, read []byte, existed bool) error
+	write func(l location, d *fileDir, data []byte, was current) (string, error)
 }
 
 // Open applies the package's migrations to db and returns the board of
 // opts.Path, registering it on first use. It does not read the file: every
-// read and change does (see Sync).
+// read and change does when the file changed since (see Sync). With
+// opts.Coalesce, it schedules a sync, which writes what a killed process
+// left unwritten and removes its temporary files.
 func Open(ctx context.Context, db *sql.DB, opts Options) (*Board, error) {
 	if opts.Path == "" {
 		return nil, invalidf("open board: a TASKS.md path is required")
@@ -73,10 +95,21 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Board, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open board: %w", err)
 	}
+	root := opts.Root
+	if root != "" {
+		if root, err = filepath.Abs(root); err != nil {
+			return nil, fmt.Errorf("open board: %w", err)
+		}
+	}
+	loc, err := newLocation(root, path)
+	if err != nil {
+		return nil, err
+	}
 	if err := Migrate(ctx, db); err != nil {
 		return nil, err
 	}
-	b := &Board{db: db, path: path, now: opts.Now, lease: opts.Lease, write: writeAtomic}
+	b := &Board{db: db, path: path, loc: loc, now: opts.Now, lease: opts.Lease, coalesce: opts.Coalesce,
+		write: location.write, lockFD: -1}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -88,6 +121,12 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Board, error) {
 	}
 	if err := db.QueryRowContext(ctx, `SELECT id FROM task_boards WHERE path = ?`, path).Scan(&b.id); err != nil {
 		return nil, fmt.Errorf("load board: %w", err)
+	}
+	if b.lockFD, err = openLock(ctx, db); err != nil {
+		return nil, err
+	}
+	if b.coalesce > 0 {
+		b.schedule()
 	}
 	return b, nil
 }

@@ -125,8 +125,8 @@ func TestOpenMigratesOnce(t *testing.T) {
 		}
 	}
 	var v int
-	if err := f.db.QueryRow(`SELECT version FROM schema_versions WHERE component = 'tasks'`).Scan(&v); err != nil || v != 1 {
-		t.Fatalf("schema version = %d, %v; want 1", v, err)
+	if err := f.db.QueryRow(`SELECT version FROM schema_versions WHERE component = 'tasks'`).Scan(&v); err != nil || v != 2 {
+		t.Fatalf("schema version = %d, %v; want 2", v, err)
 	}
 	if _, err := Open(f.ctx, f.db, Options{}); ErrorCode(err) != CodeInvalid {
 		t.Fatalf("Open without a path: %v", err)

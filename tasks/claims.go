@@ -58,24 +58,20 @@ func (b *Board) claim(ctx context.Context, id string, holder Holder, lease time.
 	if lease == 0 {
 		lease = b.lease
 	}
-	st, err := b.run(ctx, nil, func(ctx context.Context, st *state) error {
-		if err := st.need(n); err != nil {
-			return err
-		}
-		it := st.db[n]
-		if it.Status == StatusDone {
+	return b.change(ctx, n, func(ctx context.Context, e *edit) error {
+		if e.it.Status == StatusDone {
 			return &Error{Code: CodeInvalid, TaskID: taskID(n), Message: taskID(n) + " is done: set its status to open before claiming it"}
 		}
 		if renew {
-			if err := st.mustHold(ctx, n, holder); err != nil {
+			if err := e.mustHold(ctx, holder); err != nil {
 				return err
 			}
 		}
 		var at int64
-		err := st.tx.QueryRowContext(ctx, claimSQL, st.board.id, n, holder.User, holder.Session,
-			ms(st.now), ms(st.now.Add(lease))).Scan(&at)
+		err := e.tx.QueryRowContext(ctx, claimSQL, b.id, n, holder.User, holder.Session,
+			ms(e.now), ms(e.now.Add(lease))).Scan(&at)
 		if errors.Is(err, sql.ErrNoRows) {
-			c, err := liveClaim(ctx, st.tx, st.board.id, n, st.now)
+			c, err := liveClaim(ctx, e.tx, b.id, n, e.now)
 			if err != nil {
 				return err
 			}
@@ -87,58 +83,57 @@ func (b *Board) claim(ctx context.Context, id string, holder Holder, lease time.
 		if err != nil {
 			return fmt.Errorf("claim %s: %w", taskID(n), err)
 		}
-		if it.Owner != holder.User || it.Status == StatusOpen {
-			it.Owner = holder.User
-			if it.Status == StatusOpen {
-				it.Status = StatusInProgress
+		if e.it.Owner != holder.User || e.it.Status == StatusOpen {
+			e.it.Owner = holder.User
+			if e.it.Status == StatusOpen {
+				e.it.Status = StatusInProgress
 			}
-			st.db[n] = it
-			st.dirty[n] = true
+			e.changed = true
 		}
 		return nil
 	})
-	return result(st, n, err)
 }
 
-// mustHold fails unless holder has the claim on task n (live, or expired
-// but not taken by anyone since).
-func (st *state) mustHold(ctx context.Context, n int, holder Holder) error {
+// mustHold fails unless holder has the claim on the task (live, or
+// expired but not taken by anyone since).
+func (e *edit) mustHold(ctx context.Context, holder Holder) error {
+	n := e.n
 	var h Holder
 	var until int64
-	err := st.tx.QueryRowContext(ctx, `SELECT holder_user, holder_session, expires_at FROM task_claims
-		WHERE board_id = ? AND num = ?`, st.board.id, n).Scan(&h.User, &h.Session, &until)
+	err := e.tx.QueryRowContext(ctx, `SELECT holder_user, holder_session, expires_at FROM task_claims
+		WHERE board_id = ? AND num = ?`, e.board.id, n).Scan(&h.User, &h.Session, &until)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("load claim of %s: %w", taskID(n), err)
 	case h == holder:
 		return nil
-	case until > ms(st.now):
+	case until > ms(e.now):
 		return &ClaimedError{TaskID: taskID(n), Holder: h, Until: fromMS(until)}
 	}
 	return &Error{Code: CodeClaimed, TaskID: taskID(n), Message: fmt.Sprintf("%s is not claimed by %s", taskID(n), holder)}
 }
 
 // Release gives up holder's claim on the task. The task keeps its status
-// and owner.
+// and owner; the file, which shows no claims, is not rewritten.
 func (b *Board) Release(ctx context.Context, id string, holder Holder) error {
 	n, err := parseID(id)
 	if err != nil {
 		return err
 	}
-	_, err = b.run(ctx, nil, func(ctx context.Context, st *state) error {
-		if _, ok := st.db[n]; !ok {
-			return notFound(n)
-		}
-		if err := st.mustHold(ctx, n, holder); err != nil {
+	_, err = b.change(ctx, n, func(ctx context.Context, e *edit) error {
+		if err := e.mustHold(ctx, holder); err != nil {
 			return err
 		}
-		_, err := st.tx.ExecContext(ctx, `DELETE FROM task_claims WHERE board_id = ? AND num = ?`, st.board.id, n)
+		_, err := e.tx.ExecContext(ctx, `DELETE FROM task_claims WHERE board_id = ? AND num = ?`, b.id, n)
 		if err != nil {
 			return fmt.Errorf("release %s: %w", taskID(n), err)
 		}
 		return nil
 	})
+	if errors.Is(err, ErrNotWritten) {
+		return nil // nothing of the file changed
+	}
 	return err
 }
 
@@ -177,17 +172,11 @@ func (b *Board) ClaimOf(ctx context.Context, sessionID string) (Task, bool, erro
 	if err != nil {
 		return Task{}, false, fmt.Errorf("find claim of session %s: %w", sessionID, err)
 	}
-	items, err := loadItems(ctx, b.db, b.id)
+	got, err := loadTasks(ctx, b.db, b.id, []int{num}, now)
 	if err != nil {
 		return Task{}, false, err
 	}
-	c, err := liveClaim(ctx, b.db, b.id, num, now)
-	if err != nil {
-		return Task{}, false, err
-	}
-	t := toTask(items[num])
-	t.Claim = c
-	return t, true, nil
+	return got[num], true, nil
 }
 
 // checkHolder validates a claimant.

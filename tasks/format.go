@@ -26,16 +26,24 @@ type item struct {
 	Status Status
 	Owner  string
 	Link   string
-	Notes  []Note
+	Notes  []Note // the notes the file shows: the last shownNotes
+	// Older counts the notes before those, which the file does not show
+	// (they stay on the board and in task_list).
+	Older int `json:",omitempty"`
 }
+
+// shownNotes is how many notes of a task the file shows: the file stays
+// a page people read, however long a task's history grows.
+const shownNotes = 10
 
 // bodyKind says what a line under a task head is.
 type bodyKind int
 
 const (
-	bodyText bodyKind = iota // anything else: kept as written, not tracked
-	bodyNote                 // "- 2026-05-01 14:03 @alice: text"
-	bodyLink                 // "- link: https://…" (the first one only)
+	bodyText  bodyKind = iota // anything else: kept as written, not tracked
+	bodyNote                  // "- 2026-05-01 14:03 @alice: text"
+	bodyLink                  // "- link: https://…" (the first one only)
+	bodyOlder                 // "- 3 older notes on the board (task_list)"
 )
 
 type bodyLine struct {
@@ -74,6 +82,8 @@ var (
 	noteRE = regexp.MustCompile(`^[ \t]+[-*+][ \t]+([0-9]{4}-[0-9]{2}-[0-9]{2})[ T]([0-9]{2}:[0-9]{2}(?::[0-9]{2})?)(?:Z| ?UTC)?:?(?:[ \t]+(.*?))?[ \t]*$`)
 	byRE   = regexp.MustCompile(`^@([^\s:@][^\s:]*):(?:[ \t]+(.*))?$`)
 	linkRE = regexp.MustCompile(`^[ \t]+[-*+][ \t]+(?i:link):[ \t]*(.*?)[ \t]*$`)
+	// olderRE is the line the board writes above the shown notes.
+	olderRE = regexp.MustCompile(`^[ \t]+[-*+][ \t]+([0-9]{1,9}) older notes? on the board\b`)
 )
 
 // boxStatus maps the character between the brackets to a status.
@@ -205,6 +215,11 @@ func (t *docTask) classify(bl *bodyLine) {
 			t.Notes = append(t.Notes, n)
 			return
 		}
+	}
+	if m := olderRE.FindStringSubmatch(bl.text); m != nil {
+		bl.kind = bodyOlder
+		t.Older, _ = strconv.Atoi(m[1])
+		return
 	}
 	if t.Link == "" {
 		if m := linkRE.FindStringSubmatch(bl.text); m != nil && m[1] != "" {

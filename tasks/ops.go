@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -13,7 +15,7 @@ import (
 // CodeConflict); everything else is merged. A file that uses one id twice
 // is refused with CodeInvalid and nothing changes.
 func (b *Board) Sync(ctx context.Context) (SyncReport, error) {
-	st, err := b.run(ctx, nil, nil)
+	st, err := b.sync(ctx, nil, nil)
 	if st == nil {
 		return SyncReport{}, err
 	}
@@ -35,7 +37,7 @@ func (b *Board) Resolve(ctx context.Context, id string, keep Side) (Task, error)
 	if keep != KeepFile && keep != KeepBoard {
 		return Task{}, invalidf("resolve %s: keep the file or the board", taskID(n))
 	}
-	st, err := b.run(ctx, map[int]Side{n: keep}, func(ctx context.Context, st *state) error {
+	st, err := b.sync(ctx, map[int]Side{n: keep}, func(st *state) error {
 		if !st.resolved[n] {
 			return &Error{Code: CodeInvalid, TaskID: taskID(n), Message: taskID(n) + " has no conflict to resolve"}
 		}
@@ -47,11 +49,19 @@ func (b *Board) Resolve(ctx context.Context, id string, keep Side) (Task, error)
 	if _, ok := st.db[n]; !ok {
 		return Task{ID: taskID(n)}, err // the deletion won
 	}
-	return st.task(n), err
+	got, lerr := loadTasks(ctx, b.db, b.id, []int{n}, st.now)
+	if lerr != nil {
+		return Task{}, lerr
+	}
+	return got[n], err
 }
 
-// List syncs with the file and returns the tasks that match f, by id.
-// Tasks in conflict are listed with their board version and Conflict set.
+// List syncs with the file and returns the tasks that match f, by id,
+// with all their notes. Tasks in conflict are listed with their board
+// version and Conflict set. A list only reads: when the file cannot be
+// read or written, or the database cannot be written (a full disk), the
+// tasks still come back, from the database, with an error that matches
+// ErrNotWritten and says why.
 func (b *Board) List(ctx context.Context, f Filter) ([]Task, error) {
 	if f.Status != "" {
 		if _, err := ParseStatus(string(f.Status)); err != nil {
@@ -59,59 +69,86 @@ func (b *Board) List(ctx context.Context, f Filter) ([]Task, error) {
 		}
 	}
 	owner := strings.TrimPrefix(strings.TrimSpace(f.Owner), "@")
-	st, err := b.run(ctx, nil, nil)
-	if st == nil {
-		return nil, err // a file that cannot be written does not stop a read
+	conflicts, warn, err := b.read(ctx)
+	if err != nil {
+		return nil, err
 	}
-	nums := make([]int, 0, len(st.db))
-	for n := range st.db {
+	all, err := loadTasks(ctx, b.db, b.id, nil, b.now().UTC())
+	if err != nil {
+		return nil, err
+	}
+	nums := make([]int, 0, len(all))
+	for n := range all {
 		nums = append(nums, n)
 	}
 	sort.Ints(nums)
 	out := []Task{}
 	for _, n := range nums {
-		it := st.db[n]
-		if (f.Status == "" || it.Status == f.Status) && (owner == "" || strings.EqualFold(it.Owner, owner)) {
-			out = append(out, st.task(n))
+		t := all[n]
+		if (f.Status == "" || t.Status == f.Status) && (owner == "" || strings.EqualFold(t.Owner, owner)) {
+			t.Conflict = conflicts[n]
+			out = append(out, t)
 		}
 	}
-	return out, nil
+	return out, warn
 }
 
+// read syncs before a read and returns the tasks in conflict. A sync that
+// fails for any reason but a file the board cannot read as tasks is a
+// warning: the database still answers.
+func (b *Board) read(ctx context.Context) (map[int]bool, error, error) {
+	st, err := b.sync(ctx, nil, nil)
+	if st != nil {
+		if err != nil && !errors.Is(err, ErrConflict) {
+			return st.conflicts, unwritten(b.path, err), nil
+		}
+		return st.conflicts, nil, nil
+	}
+	if ErrorCode(err) == CodeInvalid {
+		return nil, nil, err
+	}
+	_, conflicts, ferr := fileState(ctx, b.db, b.id)
+	if ferr != nil {
+		return nil, nil, ferr
+	}
+	return conflicts, &readError{path: b.path, err: err}, nil
+}
+
+// readError is a sync that failed before a read, which went on from the
+// database.
+type readError struct {
+	path string
+	err  error
+}
+
+func (e *readError) Error() string {
+	return fmt.Sprintf("listed from the board's database: %s could not be synced (the next sync retries): %v", e.path, e.err)
+}
+
+func (e *readError) Unwrap() []error { return []error{ErrNotWritten, e.err} }
+
 // Get syncs with the file and returns one task; a task in conflict is
-// returned with its board version and Conflict set.
+// returned with its board version and Conflict set. Like List, it works
+// when the file or the database cannot be written, with a warning.
 func (b *Board) Get(ctx context.Context, id string) (Task, error) {
 	n, err := parseID(id)
 	if err != nil {
 		return Task{}, err
 	}
-	st, err := b.run(ctx, nil, func(ctx context.Context, st *state) error {
-		if _, ok := st.db[n]; !ok {
-			return notFound(n)
-		}
-		return nil
-	})
-	if st == nil {
-		return Task{}, err // a file that cannot be written does not stop a read
-	}
-	return st.task(n), nil
-}
-
-// Add creates an open task with the next free id and writes it to the file.
-func (b *Board) Add(ctx context.Context, title string) (Task, error) {
-	title = strings.TrimSpace(title)
-	if err := checkTitle(title); err != nil {
+	conflicts, warn, err := b.read(ctx)
+	if err != nil {
 		return Task{}, err
 	}
-	var num int
-	st, err := b.run(ctx, nil, func(ctx context.Context, st *state) error {
-		num = st.nextNum
-		st.nextNum++
-		st.db[num] = item{Num: num, Title: title, Status: StatusOpen}
-		st.dirty[num] = true
-		return nil
-	})
-	return result(st, num, err)
+	got, err := loadTasks(ctx, b.db, b.id, []int{n}, b.now().UTC())
+	if err != nil {
+		return Task{}, err
+	}
+	t, ok := got[n]
+	if !ok {
+		return Task{}, notFound(n)
+	}
+	t.Conflict = conflicts[n]
+	return t, warn
 }
 
 // checkTitle refuses titles the file could not carry back unchanged.
@@ -157,72 +194,24 @@ func (b *Board) Update(ctx context.Context, id string, c Change, by Holder) (Tas
 			return Task{}, err
 		}
 	}
-	st, err := b.run(ctx, nil, func(ctx context.Context, st *state) error {
-		if err := st.need(n); err != nil {
-			return err
-		}
-		held, err := st.checkHolder(ctx, n, by)
+	return b.change(ctx, n, func(ctx context.Context, e *edit) error {
+		held, err := e.checkHolder(ctx, by)
 		if err != nil {
 			return err
 		}
 		if c.Status == StatusDone && !held {
 			return &Error{Code: CodeClaimed, TaskID: taskID(n), Message: taskID(n) + " is not claimed: claim it before marking it done"}
 		}
-		it := st.db[n]
 		if c.Status != "" {
-			it.Status = c.Status
+			e.it.Status = c.Status
 		}
 		if c.Link != "" {
-			it.Link = c.Link
+			e.it.Link = c.Link
 		}
+		e.changed = true
 		if c.Note != "" {
-			it.Notes = append(append([]Note(nil), it.Notes...), Note{At: st.now.Truncate(time.Minute), By: by.User, Text: c.Note})
+			e.note = &Note{At: e.now.Truncate(time.Minute), By: by.User, Text: c.Note}
 		}
-		st.db[n] = it
-		st.dirty[n] = true
 		return nil
 	})
-	return result(st, n, err)
-}
-
-// result returns task n after a change; a change that was saved but not
-// written to the file comes back with the task and ErrNotWritten.
-func result(st *state, n int, err error) (Task, error) {
-	if st == nil {
-		return Task{}, err
-	}
-	return st.task(n), err
-}
-
-// need checks that task n exists and is not in conflict.
-func (st *state) need(n int) error {
-	if _, ok := st.db[n]; !ok {
-		return notFound(n)
-	}
-	if st.conflicts[n] {
-		return &ConflictError{Path: st.board.path, Conflicts: []Conflict{st.conflictOf(n)}}
-	}
-	return nil
-}
-
-func (st *state) conflictOf(n int) Conflict {
-	for _, c := range st.report.Conflicts {
-		if c.TaskID == taskID(n) {
-			return c
-		}
-	}
-	return Conflict{TaskID: taskID(n)}
-}
-
-// checkHolder fails when someone other than by holds a live claim on task
-// n, and reports whether by holds it.
-func (st *state) checkHolder(ctx context.Context, n int, by Holder) (bool, error) {
-	c, err := liveClaim(ctx, st.tx, st.board.id, n, st.now)
-	if err != nil || c == nil {
-		return false, err
-	}
-	if c.Holder != by {
-		return false, &ClaimedError{TaskID: taskID(n), Holder: c.Holder, Until: c.ExpiresAt}
-	}
-	return true, nil
 }

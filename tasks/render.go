@@ -40,6 +40,14 @@ func noteText(n Note) string {
 	return s
 }
 
+// olderText renders the line that counts the notes the file leaves out.
+func olderText(n int) string {
+	if n == 1 {
+		return "- 1 older note on the board (task_list)"
+	}
+	return "- " + strconv.Itoa(n) + " older notes on the board (task_list)"
+}
+
 // find returns the task block with the given number, or nil.
 func (d *document) find(num int) *docTask {
 	for _, seg := range d.segs {
@@ -74,9 +82,11 @@ func (d *document) set(t *docTask, it item) {
 		}
 	}
 	var out []line
-	next, lastNote, linkAt, linkDone := 0, -1, -1, false
+	next, firstNote, lastNote, linkAt, linkDone := 0, -1, -1, -1, false
 	for _, bl := range t.body {
 		switch bl.kind {
+		case bodyOlder:
+			// Dropped here, written afresh above the first note.
 		case bodyNote:
 			if next < len(it.Notes) {
 				n := it.Notes[next]
@@ -87,6 +97,9 @@ func (d *document) set(t *docTask, it item) {
 				}
 				next++
 				lastNote = len(out) - 1
+				if firstNote < 0 {
+					firstNote = lastNote
+				}
 			}
 		case bodyLink:
 			linkDone = true
@@ -119,6 +132,13 @@ func (d *document) set(t *docTask, it item) {
 		at = linkAt
 	}
 	out = append(out[:at], append(fresh, out[at:]...)...)
+	if it.Older > 0 && len(it.Notes) > 0 {
+		if firstNote < 0 {
+			firstNote = at
+		}
+		older := line{indent + olderText(it.Older), eol}
+		out = append(out[:firstNote], append([]line{older}, out[firstNote:]...)...)
+	}
 	d.replace(t, append([]line{head}, out...))
 }
 

@@ -3,6 +3,7 @@ package tasks
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
@@ -47,13 +48,12 @@ var errFileChanged = errors.New("file changed during sync")
 // state is one read-merge-write cycle.
 type state struct {
 	board     *Board
-	tx        querier
 	now       time.Time
 	doc       *document
+	row       boardRow // the board as the cycle found it
 	base      map[int]item
 	file      map[int]item
 	db        map[int]item
-	claims    map[int]Claim // live claims, loaded at the end of the cycle
 	conflicts map[int]bool
 	dirty     map[int]bool // board tasks to save (or delete when absent from db)
 	resolve   map[int]Side // conflicts to settle in this cycle
@@ -63,18 +63,23 @@ type state struct {
 	report    SyncReport
 }
 
-// op is a change applied between the merge and the write-back.
-type op func(ctx context.Context, st *state) error
+// check is run by Resolve inside a cycle, after the merge.
+type check func(st *state) error
 
-// run merges the file, applies fn (if any) and writes the file back, all
-// inside one write transaction. If the file changes between our read and
-// our rename, nothing is committed and the cycle starts again, so a hand
-// edit is never lost to a race.
-func (b *Board) run(ctx context.Context, resolve map[int]Side, fn op) (*state, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// sync merges the file into the board and writes the board's changes to
+// the file. Hand edits are taken in a short write transaction; the file
+// is read, rendered and written outside any database transaction. One
+// sync at a time writes a board's file, across processes (see lock). If
+// the file changes between our read and our rename, the cycle starts
+// again, so a hand edit is never lost to a race.
+func (b *Board) sync(ctx context.Context, resolve map[int]Side, fn check) (*state, error) {
+	unlock, err := b.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	for range 5 {
-		st, err := b.runOnce(ctx, resolve, fn)
+		st, err := b.syncOnce(ctx, resolve, fn)
 		if !errors.Is(err, errFileChanged) {
 			return st, err
 		}
@@ -82,75 +87,78 @@ func (b *Board) run(ctx context.Context, resolve map[int]Side, fn op) (*state, e
 	return nil, fmt.Errorf("write %s: the file kept changing while it was being rewritten; try again", b.path)
 }
 
-func (b *Board) runOnce(ctx context.Context, resolve map[int]Side, fn op) (*state, error) {
-	tx, err := b.db.BeginTx(ctx, writeTx)
+// fileError is a file that could not be read: the board carries on from
+// the database, and says so.
+type fileError struct{ err error }
+
+func (e *fileError) Error() string { return e.err.Error() }
+func (e *fileError) Unwrap() error { return e.err }
+
+func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check) (*state, error) {
+	dir, err := b.loc.openDir(false)
 	if err != nil {
-		return nil, fmt.Errorf("begin sync: %w", err)
+		return nil, &fileError{err}
 	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after commit
-	// Read the file only once we hold the write lock: another writer may
-	// have just rewritten it.
-	raw, exists, err := readFile(b.path)
-	if err != nil {
-		return nil, err
+	if dir != nil {
+		defer func() { dir.close() }()
 	}
-	st := &state{board: b, tx: tx, now: b.now().UTC(), doc: parse(raw), conflicts: map[int]bool{},
-		dirty: map[int]bool{}, resolve: resolve, resolved: map[int]bool{}}
-	if st.base, st.nextNum, err = loadBoard(ctx, tx, b.id); err != nil {
-		return nil, err
+	cur := current{sig: "missing"}
+	if dir != nil {
+		if cur, err = b.loc.read(dir); err != nil {
+			return nil, &fileError{err}
+		}
+		b.cleanTemps(dir)
 	}
+	st := &state{board: b, now: b.now().UTC(), doc: parse(cur.raw), resolve: resolve}
 	if st.file, err = fileItems(st.doc, b.path); err != nil {
 		return nil, err
 	}
-	if !exists {
-		// A missing file is no hand edit: it is written afresh.
-		st.file = st.base
-	}
-	if st.db, err = loadItems(ctx, tx, b.id); err != nil {
+	// Most syncs have no hand edit to take: they only read the database,
+	// which also works on a full disk.
+	if err := b.merge(ctx, st, cur.exists, false); err != nil {
 		return nil, err
 	}
-	st.merge()
-	// Hand edits reach the tables before fn runs, so that fn can claim a
-	// task that was just added to the file.
-	if err := st.flush(ctx, tx); err != nil {
-		return nil, err
-	}
-	if fn != nil {
-		if err := fn(ctx, st); err != nil {
+	if len(st.dirty) > 0 || st.nextNum > st.row.next {
+		if err := b.merge(ctx, st, cur.exists, true); err != nil {
 			return nil, err
 		}
 	}
-	if err := st.flush(ctx, tx); err != nil {
-		return nil, err
-	}
-	if st.claims, err = loadClaims(ctx, tx, b.id, st.now); err != nil {
-		return nil, err
+	if fn != nil {
+		if err := fn(st); err != nil {
+			return nil, err
+		}
 	}
 	out := st.render()
 	var writeErr error
-	st.inFile = bytes.Equal(out, raw) && exists
-	if !st.inFile || (!exists && len(st.db) > 0) {
+	sig := cur.sig
+	st.inFile = bytes.Equal(out, cur.raw) && cur.exists
+	if !st.inFile || (!cur.exists && len(st.db) > 0) {
 		writeErr = st.verify(out)
+		if writeErr == nil && dir == nil {
+			dir, writeErr = b.loc.openDir(true)
+		}
 		if writeErr == nil {
 			if b.beforeWrite != nil {
 				b.beforeWrite()
 			}
-			writeErr = b.write(b.path, out, raw, exists)
+			var written string
+			written, writeErr = b.write(b.loc, dir, out, cur)
+			if writeErr == nil {
+				sig = written
+				b.setWritten(sig)
+			}
 		}
 		if errors.Is(writeErr, errFileChanged) {
-			return nil, writeErr // roll back and merge the new hand edit
+			return nil, writeErr // merge the new hand edit
 		}
 		st.report.Written = writeErr == nil
 		st.inFile = st.report.Written
 	}
-	if err := saveBoard(ctx, tx, b.id, st.newBase(), st.nextNum, st.now); err != nil {
+	// The board is the source of truth, so its changes stand even when
+	// the file cannot be written; the base then still says what the file
+	// says, and the next sync writes the changes or reports a conflict.
+	if err := saveSynced(ctx, b.db, b.id, st.row, st.newBase(), sig, st.conflicts, st.now); err != nil {
 		return nil, err
-	}
-	// The board is the source of truth, so its changes are committed even
-	// when the file cannot be written; the base then still says what the
-	// file says, and the next sync writes the changes or reports a conflict.
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit sync: %w", err)
 	}
 	if writeErr != nil {
 		return st, &unwrittenError{path: b.path, err: writeErr}
@@ -158,8 +166,50 @@ func (b *Board) runOnce(ctx context.Context, resolve map[int]Side, fn op) (*stat
 	return st, nil
 }
 
+// merge loads the board and merges the file into it. With write, it runs
+// in a write transaction and saves the hand edits.
+func (b *Board) merge(ctx context.Context, st *state, exists, write bool) error {
+	opts := &sql.TxOptions{ReadOnly: true}
+	if write {
+		opts = writeTx
+	}
+	tx, err := b.db.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("begin sync: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after commit
+	if st.row, err = loadBoard(ctx, tx, b.id); err != nil {
+		return err
+	}
+	st.base, st.nextNum = st.row.base, st.row.next
+	if !exists {
+		// A missing file is no hand edit: it is written afresh.
+		st.file = st.base
+	}
+	if st.db, err = loadItems(ctx, tx, b.id); err != nil {
+		return err
+	}
+	st.conflicts, st.dirty, st.resolved = map[int]bool{}, map[int]bool{}, map[int]bool{}
+	st.report = SyncReport{}
+	st.merge()
+	if !write {
+		return nil
+	}
+	if err := st.flush(ctx, tx); err != nil {
+		return err
+	}
+	if err := saveNext(ctx, tx, b.id, st.nextNum); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit sync: %w", err)
+	}
+	return nil
+}
+
 // ErrNotWritten matches the error returned when a change was saved on the
-// board but the file could not be written; the next sync retries.
+// board but the file could not be written (or read); the next sync
+// retries.
 var ErrNotWritten = errors.New("saved on the board, but the task file was not written")
 
 type unwrittenError struct {
@@ -172,6 +222,15 @@ func (e *unwrittenError) Error() string {
 }
 
 func (e *unwrittenError) Unwrap() []error { return []error{ErrNotWritten, e.err} }
+
+// unwritten turns a failed sync into the warning of a change that stands.
+func unwritten(path string, err error) error {
+	var u *unwrittenError
+	if errors.As(err, &u) {
+		return u
+	}
+	return &unwrittenError{path: path, err: err}
+}
 
 // verify re-reads what is about to be written: a task that would not read
 // back as the board has it (say, below a code fence that never closes)
@@ -227,6 +286,9 @@ func fileItems(d *document, path string) (map[int]item, error) {
 }
 
 // merge takes hand edits from the file into st.db and finds conflicts.
+// A task changed on both sides is merged field by field (title, status,
+// owner, link, the shown notes) when no field changed on both sides in
+// different ways; otherwise it is a conflict.
 func (st *state) merge() {
 	for _, n := range union(st.base, st.file, st.db) {
 		b, inB := st.base[n]
@@ -245,6 +307,10 @@ func (st *state) merge() {
 			}
 			// KeepBoard: render writes the board's version over the file's.
 		default:
+			if m, ok := mergeFields(b, f, d); inB && inF && inD && ok {
+				st.take(n, m, true)
+				break
+			}
 			st.conflicts[n] = true
 			st.report.Conflicts = append(st.report.Conflicts, Conflict{TaskID: taskID(n), File: maybeTask(f, inF), Board: maybeTask(d, inD)})
 		}
@@ -254,10 +320,39 @@ func (st *state) merge() {
 	}
 }
 
-// take puts the file's version of task n on the board.
+// mergeFields merges two descendants of b field by field.
+func mergeFields(b, f, d item) (item, bool) {
+	m, ok := d, true
+	pick := func(bv, fv, dv string) string {
+		switch {
+		case fv == bv || fv == dv:
+			return dv
+		case dv == bv:
+			return fv
+		}
+		ok = false
+		return dv
+	}
+	m.Title = pick(b.Title, f.Title, d.Title)
+	m.Status = Status(pick(string(b.Status), string(f.Status), string(d.Status)))
+	m.Owner = pick(b.Owner, f.Owner, d.Owner)
+	m.Link = pick(b.Link, f.Link, d.Link)
+	switch {
+	case sameNotes(f.Notes, b.Notes) || sameNotes(f.Notes, d.Notes):
+	case sameNotes(d.Notes, b.Notes):
+		m.Notes = f.Notes
+	default:
+		ok = false
+	}
+	return m, ok
+}
+
+// take puts the file's version of task n on the board. The notes the
+// file does not show stay as the board has them.
 func (st *state) take(n int, f item, inF bool) {
 	st.dirty[n] = true
 	if inF {
+		f.Older = st.db[n].Older
 		st.db[n] = f
 		st.report.Imported = append(st.report.Imported, taskID(n))
 		return
@@ -312,16 +407,6 @@ func (st *state) docNums() map[int]item {
 	return m
 }
 
-// task returns the board's view of task n.
-func (st *state) task(n int) Task {
-	t := toTask(st.db[n])
-	if c, ok := st.claims[n]; ok {
-		t.Claim = &c
-	}
-	t.Conflict = st.conflicts[n]
-	return t
-}
-
 func toTask(it item) Task {
 	return Task{ID: taskID(it.Num), Title: it.Title, Status: it.Status, Owner: it.Owner, Link: it.Link,
 		Notes: append([]Note(nil), it.Notes...)}
@@ -339,12 +424,18 @@ func same(a item, inA bool, b item, inB bool) bool {
 	return inA == inB && (!inA || equalItems(a, b))
 }
 
+// equalItems compares what the file shows of two tasks; the count of
+// older notes is not compared (it follows from the board).
 func equalItems(a, b item) bool {
-	if a.Num != b.Num || a.Title != b.Title || a.Status != b.Status || a.Owner != b.Owner || a.Link != b.Link || len(a.Notes) != len(b.Notes) {
+	return a.Num == b.Num && a.Title == b.Title && a.Status == b.Status && a.Owner == b.Owner && a.Link == b.Link && sameNotes(a.Notes, b.Notes)
+}
+
+func sameNotes(a, b []Note) bool {
+	if len(a) != len(b) {
 		return false
 	}
-	for i := range a.Notes {
-		if !a.Notes[i].equal(b.Notes[i]) {
+	for i := range a {
+		if !a[i].equal(b[i]) {
 			return false
 		}
 	}

@@ -82,7 +82,7 @@ func TestHandEditDuringWrite(t *testing.T) {
 // function is called.
 func failWrites(f *fixture) (restore func()) {
 	write := f.board.write
-	f.board.write = func(string, []byte, []byte, bool) error { return errors.New("disk full") }
+	f.board.write = func(location, *fileDir, []byte, current) (string, error) { return "", errors.New("disk full") }
 	return func() { f.board.write = write }
 }
 

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -95,22 +96,41 @@ func jsonError(data []byte, err error) string {
 
 // boardPath picks the task board: --tasks, else the config's tasks_file,
 // else the default session workspace's docs/TASKS.md (--workspace DIR),
-// else <data-dir>/TASKS.md, shared by every user's default session.
-func boardPath(c *cli.Context, cfg *config, dataDir string) string {
+// else <data-dir>/TASKS.md, shared by every user's default session. root
+// is the directory the board is opened from: the workspace when the board
+// is inside it (every name below it is the jail's, and is opened without
+// following links), else the file's own directory.
+func boardPath(c *cli.Context, cfg *config, dataDir string) (path, root string) {
 	switch {
 	case c.String("tasks") != "":
-		return c.String("tasks")
+		path = c.String("tasks")
 	case cfg.TasksFile != "":
-		return cfg.TasksFile
+		path = cfg.TasksFile
 	case c.String("workspace") != "":
-		return filepath.Join(c.String("workspace"), "docs", "TASKS.md")
+		path = filepath.Join(c.String("workspace"), "docs", "TASKS.md")
+	default:
+		return filepath.Join(dataDir, "TASKS.md"), ""
 	}
-	return filepath.Join(dataDir, "TASKS.md")
+	if ws := c.String("workspace"); ws != "" {
+		abs, err1 := filepath.Abs(path)
+		wsAbs, err2 := filepath.Abs(ws)
+		if rel, err := filepath.Rel(wsAbs, abs); err1 == nil && err2 == nil && err == nil && filepath.IsLocal(rel) {
+			return abs, wsAbs
+		}
+	}
+	return path, ""
 }
 
-// openBoard opens the task board the flags and config name.
-func openBoard(c *cli.Context, db *sql.DB, cfg *config, dataDir string) (*tasks.Board, error) {
-	b, err := tasks.Open(c.Context, db, tasks.Options{Path: boardPath(c, cfg, dataDir)})
+// boardCoalesce is how long the server lets changes gather before it
+// rewrites TASKS.md: many changes, one rewrite, and a change costs the
+// same on a board of any size.
+const boardCoalesce = 200 * time.Millisecond
+
+// openBoard opens the task board the flags and config name. coalesce is
+// zero for the CLI, whose one change is written before it exits.
+func openBoard(c *cli.Context, db *sql.DB, cfg *config, dataDir string, coalesce time.Duration) (*tasks.Board, error) {
+	path, root := boardPath(c, cfg, dataDir)
+	b, err := tasks.Open(c.Context, db, tasks.Options{Path: path, Root: root, Coalesce: coalesce})
 	if err != nil {
 		return nil, fmt.Errorf("open task board: %w", err)
 	}
@@ -145,7 +165,7 @@ type work struct {
 	meter *metering.Meter
 	// enforce: some threshold stops shell_exec, so the server checks.
 	enforce bool
-	stop    context.CancelFunc // ends the retention loop
+	stop    func() // ends the retention loop, writes the task board
 }
 
 // openWork loads the config, opens the board and the meter, and starts
@@ -155,17 +175,28 @@ func openWork(c *cli.Context, db *sql.DB, dataDir string, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	board, err := openBoard(c, db, cfg, dataDir)
+	board, err := openBoard(c, db, cfg, dataDir, boardCoalesce)
 	if err != nil {
 		return nil, err
 	}
 	meter, err := openMeter(c.Context, db, cfg, log)
 	if err != nil {
+		board.Close(c.Context) //nolint:errcheck // nothing was changed yet
 		return nil, err
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	go meter.RunRetention(ctx)
 	log.Info().Str("tasks", board.Path()).Str("config", cfg.path).Msg("task board and metering ready")
+	stop := func() {
+		cancel()
+		// Changes not yet in TASKS.md are written now; they are in the
+		// database anyway, and the next start would write them.
+		fctx, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		if err := board.Close(fctx); err != nil {
+			log.Warn().Err(err).Str("tasks", board.Path()).Msg("write the task board at shutdown")
+		}
+	}
 	w := &work{board: board, meter: meter, stop: stop}
 	for _, t := range cfg.Metering.Thresholds {
 		w.enforce = w.enforce || t.Enforce

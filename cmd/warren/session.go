@@ -88,7 +88,7 @@ func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
 		return nil, err
 	}
 	if c.Command.Name == "archive" || c.Command.Name == "rm" {
-		board, err := openBoard(c, db, cfg, dir)
+		board, err := openBoard(c, db, cfg, dir, 0)
 		if err != nil {
 			db.Close()
 			return nil, err

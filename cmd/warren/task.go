@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -61,7 +62,7 @@ func openTaskEnv(c *cli.Context) (*taskEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := openBoard(c, db, cfg, dir)
+	b, err := openBoard(c, db, cfg, dir, 0)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -69,7 +70,10 @@ func openTaskEnv(c *cli.Context) (*taskEnv, error) {
 	return &taskEnv{db: db, board: b, dir: dir}, nil
 }
 
-func (e *taskEnv) close() { e.db.Close() }
+func (e *taskEnv) close() {
+	e.board.Close(context.Background()) //nolint:errcheck // the CLI writes each change before it returns
+	e.db.Close()
+}
 
 // holder is the local user in --session or their default session: the
 // same session 'serve stdio' (with the same --workspace) works in.
@@ -116,8 +120,11 @@ func runTaskList(c *cli.Context) error {
 	}
 	defer e.close()
 	list, err := e.board.List(c.Context, tasks.Filter{Status: tasks.Status(c.String("status")), Owner: c.String("owner")})
-	if err != nil {
+	if err != nil && (list == nil || !errors.Is(err, tasks.ErrNotWritten)) {
 		return err
+	}
+	if err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "warning: %v\n", err)
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
