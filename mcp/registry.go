@@ -48,13 +48,13 @@ type deps struct {
 func Registry() []Tool { return allTools(&deps{}) }
 
 func allTools(d *deps) []Tool {
-	return []Tool{
+	return plainOutputSchemas([]Tool{
 		shellExec(d), shellWait(d), shellKill(d),
 		readFile(d), writeFile(d), editFile(d),
 		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d),
 		taskList(d), taskClaim(d), taskUpdate(d), taskAdd(d),
 		usageReport(d), usageRecord(d),
-	}
+	})
 }
 
 // servedTools drops the toolsets whose service is not configured, so that
