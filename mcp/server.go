@@ -41,6 +41,10 @@ type Server struct {
 	mcp   *server.MCPServer
 	deps  *deps
 	tools []Tool
+
+	// Set by HTTPHandler.
+	events *eventStore    // progress and responses kept for resumption
+	owners *sessionOwners // who opened each MCP session
 }
 
 // New builds the server with the selected toolsets.
