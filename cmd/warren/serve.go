@@ -168,6 +168,11 @@ func runServeHTTP(c *cli.Context) error {
 		if opts.Tokens, err = mcp.NewTokenStore(c.Context, svc.db); err != nil {
 			return err
 		}
+		defer func() { // before svc.close closes the database
+			if err := opts.Tokens.Close(); err != nil {
+				svc.log.Warn().Err(err).Msg("record the last use of tokens")
+			}
+		}()
 		n, err := opts.Tokens.Active(c.Context)
 		if err != nil {
 			return err
