@@ -60,8 +60,10 @@ func New(opts Options) (*Server, error) {
 	}
 	hooks := &server.Hooks{}
 	hooks.AddAfterCallTool(newArgumentErrors(tools).afterCallTool)
+	hooks.AddOnRegisterSession(setDefaultClientLevel)
 	s := server.NewMCPServer("warren", version,
 		server.WithToolCapabilities(false),
+		server.WithLogging(), // notify.go
 		server.WithInputSchemaValidation(),
 		server.WithHooks(hooks),
 		server.WithRecovery(),
@@ -73,6 +75,7 @@ func New(opts Options) (*Server, error) {
 		d.usage.enforce = opts.Enforce
 		s.Use(d.meterTools)
 	}
+	s.Use(d.notifyTools)
 	for _, t := range tools {
 		s.AddTool(t.Tool, t.Handler)
 	}
