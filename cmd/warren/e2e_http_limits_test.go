@@ -186,3 +186,48 @@ func TestHTTPUnauthorizedTellsWhatToDo(t *testing.T) {
 		t.Fatalf("/register: %d %+v %v", resp.StatusCode, oauthErr, err)
 	}
 }
+
+// TestHTTPLogsAreJSON: what mcp-go's transport logs (a line for every
+// client's GET stream) comes out as warren's JSON log lines, not plain text.
+func TestHTTPLogsAreJSON(t *testing.T) {
+	needJail(t)
+	stderr := &syncBuffer{}
+	cmd := exec.Command(warrenBin, "serve", "http", "--addr", "127.0.0.1:0", "--auth", "none", "--data-dir", jailDir(t), "--log-level", "debug")
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var url string
+	for i := 0; i < 300 && url == ""; i++ {
+		time.Sleep(20 * time.Millisecond)
+		var line struct{ URL string }
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			if json.Unmarshal([]byte(l), &line) == nil && line.URL != "" {
+				url = line.URL
+			}
+		}
+	}
+	if url == "" {
+		t.Fatalf("no URL logged: %s", stderr.String())
+	}
+	c := &rawMCP{t: t, url: url}
+	c.initialize()
+	for range 3 {
+		if code, _ := c.status("GET", ""); code != http.StatusMethodNotAllowed {
+			t.Fatalf("GET stream: %d, want 405 (warren serves progress on the POST's stream)", code)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	sawGET := false
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("log line is not JSON: %q", l)
+		}
+		sawGET = sawGET || strings.Contains(l, "GET")
+	}
+	if !sawGET {
+		t.Errorf("the refused GET streams were not logged at debug level: %q", lines)
+	}
+}
