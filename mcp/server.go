@@ -45,6 +45,10 @@ type Server struct {
 	mcp   *server.MCPServer
 	deps  *deps
 	tools []Tool
+
+	// Set by HTTPHandler.
+	events *eventStore    // progress and responses kept for resumption
+	owners *sessionOwners // who opened each MCP session
 }
 
 // New builds the server with the selected toolsets.
@@ -62,8 +66,10 @@ func New(opts Options) (*Server, error) {
 	}
 	hooks := &server.Hooks{}
 	hooks.AddAfterCallTool(newArgumentErrors(tools).afterCallTool)
+	hooks.AddOnRegisterSession(setDefaultClientLevel)
 	s := server.NewMCPServer("warren", version,
 		server.WithToolCapabilities(false),
+		server.WithLogging(), // notify.go
 		server.WithInputSchemaValidation(),
 		server.WithHooks(hooks),
 		server.WithRecovery(),
@@ -75,6 +81,7 @@ func New(opts Options) (*Server, error) {
 		d.usage.enforce = opts.Enforce
 		s.Use(d.meterTools)
 	}
+	s.Use(d.notifyTools)
 	for _, t := range tools {
 		s.AddTool(t.Tool, t.Handler)
 	}

@@ -51,6 +51,8 @@ func serveCommand() *cli.Command {
 					&cli.StringFlag{Name: "auth", Value: "token", Usage: "token (bearer tokens, see 'warren token') or none (loopback only, single local user)"},
 					&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address"},
 					&cli.StringSliceFlag{Name: "allow-origin", Usage: "extra browser Origin allowed (scheme://host:port); repeatable"},
+					&cli.IntFlag{Name: "max-conns-per-client", Value: mcp.DefaultConnsPerClient, Usage: "connections one client IP address may hold open; more are answered 503"},
+					&cli.DurationFlag{Name: "body-timeout", Value: mcp.DefaultBodyTimeout, Usage: "how long a request body may take to arrive (responses are not limited)"},
 				),
 				Action: runServeHTTP,
 			},
@@ -162,12 +164,17 @@ func runServeHTTP(c *cli.Context) error {
 	}
 	defer svc.close()
 
-	opts := mcp.HTTPOptions{LocalUser: mcp.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin")}
+	opts := mcp.HTTPOptions{LocalUser: mcp.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin"), BodyTimeout: c.Duration("body-timeout")}
 	var firstToken string
 	if authMode == "token" {
 		if opts.Tokens, err = mcp.NewTokenStore(c.Context, svc.db); err != nil {
 			return err
 		}
+		defer func() { // before svc.close closes the database
+			if err := opts.Tokens.Close(); err != nil {
+				svc.log.Warn().Err(err).Msg("record the last use of tokens")
+			}
+		}()
 		n, err := opts.Tokens.Active(c.Context)
 		if err != nil {
 			return err
@@ -185,6 +192,7 @@ func runServeHTTP(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = mcp.LimitConnsPerClient(ln, c.Int("max-conns-per-client"))
 	url := "http://" + ln.Addr().String() + "/mcp"
 	if firstToken != "" {
 		fmt.Fprintf(c.App.Writer, "warren: no token existed, so one was created for user %s; it is shown only once:\n\n"+
