@@ -1,0 +1,100 @@
+package sessions
+
+import (
+	"time"
+
+	"github.com/warrenhq/warren/sandbox"
+)
+
+// Defaults of the quota watcher.
+const (
+	// defaultQuotaPoll is how often the watcher measures a session's disk
+	// use while its jail has processes. What a session can write past its
+	// quota is what it writes in one interval plus one measurement (RLIMIT_FSIZE
+	// already caps every single file at the quota).
+	defaultQuotaPoll = 250 * time.Millisecond
+	// watchLinger is how long a watcher waits with nothing running before
+	// it exits; Open starts a new one for the next command.
+	watchLinger = 2 * time.Second
+	// walkShare bounds the time spent measuring a big tree: the watcher
+	// waits at least walkShare times as long as the last walk took, so
+	// that it uses at most a fifth of a core per session.
+	walkShare = 4
+)
+
+// watch polls s's disk use while the jail has processes (a command, or
+// background jobs after it) and stops every one of them when the usage
+// crosses its limit. It exits when nothing has run for watchLinger, or
+// when the session's shell is closed or replaced.
+func (m *Manager) watch(s *Session, sh *sandbox.Shell, u *usage) {
+	var idle time.Time
+	for {
+		u.mu.Lock()
+		wait := max(m.cfg.QuotaPoll, walkShare*u.walk)
+		u.mu.Unlock()
+		time.Sleep(wait)
+		m.mu.Lock()
+		l := m.live[s.ID]
+		m.mu.Unlock()
+		if l == nil || l.sh != sh {
+			m.stopWatching(u)
+			return
+		}
+		if !sh.Busy() && !sh.Background() {
+			if idle.IsZero() {
+				idle = m.now()
+				m.idle(u, idle)
+			}
+			if m.now().Sub(idle) >= watchLinger && m.stopWatching(u, idle) {
+				return
+			}
+			continue
+		}
+		idle = time.Time{}
+		m.enforce(s, sh, u)
+	}
+}
+
+// idle records that the watcher saw nothing running at time at, unless a
+// command was let through since.
+func (m *Manager) idle(u *usage, at time.Time) {
+	u.mu.Lock()
+	if u.opened.Before(at) {
+		u.active = false
+	}
+	u.mu.Unlock()
+}
+
+// stopWatching marks u unwatched, unless a command was let through since
+// idleSince: then the watcher must go on.
+func (m *Manager) stopWatching(u *usage, idleSince ...time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(idleSince) > 0 && !u.opened.Before(idleSince[0]) {
+		return false
+	}
+	u.watching = false
+	return true
+}
+
+// enforce measures s's usage and, past its limit, stops every process in
+// the jail with a note for the result that reports it.
+func (m *Manager) enforce(s *Session, sh *sandbox.Shell, u *usage) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m.measureLocked(s, u)
+	if crossed(u) && !u.stopped {
+		m.stopLocked(s, sh, u)
+	}
+}
+
+// stopLocked stops every process in s's jail, leaving a note for the
+// result that reports it. Called with u.mu held.
+func (m *Manager) stopLocked(s *Session, sh *sandbox.Shell, u *usage) {
+	note := "warren: stopped every process of session " + s.ID + " (the running command and background jobs): " +
+		m.usageText(s, u) + " The shell restarts with the same cwd and exports. " + overAdvice
+	if sh.StopAll(note) {
+		u.stopped = true
+		u.fresh, u.active = false, false
+	}
+}
