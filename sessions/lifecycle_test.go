@@ -283,10 +283,11 @@ func TestQuotaRefusesFileWritesThatWouldCrossIt(t *testing.T) {
 	if _, _, err := m.OpenFiles(ctx, "alice", s.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	// Accepted writes add up without a walk each: the second would cross.
+	// Accepted writes add up, walked or not: the second would cross.
 	if err := m.CheckWrite(s, 40<<10, "write a.txt"); err != nil {
 		t.Fatal(err)
 	}
+	write(t, s.Workspace, "a.txt", strings.Repeat("x", 40<<10))
 	err = m.CheckWrite(s, 40<<10, "write b.txt")
 	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "cannot write b.txt") || !strings.Contains(err.Error(), "over its quota of 64.0 KiB") {
 		t.Fatalf("a write that would cross the quota: %v", err)

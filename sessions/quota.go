@@ -1,9 +1,7 @@
 package sessions
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -38,16 +36,13 @@ type quotas struct {
 // usage is one session's quota state. mu serialises measurements (one
 // walk at a time) and protects the fields.
 type usage struct {
-	mu    sync.Mutex
-	bytes int64     // last measured (plus file-tool writes since)
-	err   error     // why the last measurement is only a lower bound
-	at    time.Time // when it was measured
-	// fresh: measured with nothing running in the jail, and no command
-	// started since, so nothing in the jail changed it.
-	fresh bool
-	// active: the jail may have processes (a command was let through, and
-	// no one has seen it idle since).
-	active bool
+	mu     sync.Mutex
+	bytes  int64     // the last figure: walked, or estimated since (measure.go)
+	walked int64     // the last walk's figure
+	fsAt   int64     // the file systems' used bytes when it started
+	err    error     // why the walked figure is only a lower bound
+	at     time.Time // when the last walk ran
+	walk   time.Duration
 	// limit is the usage the session's processes may reach: the quota, or
 	// the usage at the start of a command that started over it.
 	limit int64
@@ -62,7 +57,6 @@ type usage struct {
 	// starts.
 	watching bool
 	opened   time.Time
-	walk     time.Duration // how long the last measurement took
 }
 
 func (q *quotas) get(id string) *usage {
@@ -82,45 +76,14 @@ func (q *quotas) forget(id string) {
 	q.mu.Unlock()
 }
 
-// measureLocked walks s's workspace (unless bound) and home. The result is
-// kept even with an error: it is then a lower bound.
-func (m *Manager) measureLocked(s *Session, u *usage) {
-	start := time.Now()
-	var n int64
-	var errs []error
-	if s.Mode != ModeBind { // a bound directory is the user's, not the session's
-		w, err := DiskUsage(s.Workspace)
-		n += w
-		errs = append(errs, err)
-	}
-	if m.cfg.DataDir != "" {
-		h, err := DiskUsage(m.homeDir(s.ID))
-		n += h
-		if !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	u.bytes, u.err, u.at, u.walk = n, errors.Join(errs...), m.now(), time.Since(start)
-}
-
-// currentLocked returns s's usage, measuring it unless the last figure is
-// fresh and younger than Config.QuotaInterval (the host may change a
-// workspace behind the jail's back).
-func (m *Manager) currentLocked(s *Session, u *usage) (int64, error) {
-	if !u.fresh || u.at.IsZero() || m.now().Sub(u.at) >= m.cfg.QuotaInterval {
-		m.measureLocked(s, u)
-		u.fresh = !u.active && u.err == nil
-	}
-	return u.bytes, u.err
-}
-
 // Usage returns the disk use of s's workspace and home, as the quota
 // counts it.
 func (m *Manager) Usage(s *Session) (int64, error) {
 	u := m.quota.get(s.ID)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return m.currentLocked(s, u)
+	m.walkLocked(s, u)
+	return u.bytes, u.err
 }
 
 // checkQuota refuses `what` when s is over Config.QuotaBytes.
@@ -130,9 +93,7 @@ func (m *Manager) checkQuota(s *Session, what string) error {
 
 // CheckWrite refuses `what` (e.g. "write notes.md") when it would take s's
 // workspace and home over Config.QuotaBytes; grow is how many bytes it
-// adds (a file's new size minus the size of the file it replaces). An
-// accepted write is added to the measured usage, so that consecutive
-// writes add up without a walk each.
+// adds (a file's new size minus the size of the file it replaces).
 func (m *Manager) CheckWrite(s *Session, grow int64, what string) error {
 	q := m.cfg.QuotaBytes
 	if q <= 0 {
@@ -141,13 +102,14 @@ func (m *Manager) CheckWrite(s *Session, grow int64, what string) error {
 	u := m.quota.get(s.ID)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	n, err := m.currentLocked(s, u)
+	if grow < 0 {
+		grow = 0
+	}
+	m.measureLocked(s, u, q-grow, false)
+	n, err := u.bytes, u.err
 	if err != nil {
 		return limitf("cannot %s in session %s: its disk use cannot be measured (%v); delete what the error names, "+
 			"e.g. with shell_exec 'rm -rf DIR'", what, s.ID, err)
-	}
-	if grow < 0 {
-		grow = 0
 	}
 	switch {
 	case n > q:
@@ -159,7 +121,6 @@ func (m *Manager) CheckWrite(s *Session, grow int64, what string) error {
 			"delete files first (e.g. shell_exec 'rm -rf build'), or write less",
 			what, s.ID, FormatBytes(grow), FormatBytes(n), FormatBytes(q))
 	}
-	u.bytes += (grow + 4095) &^ 4095 // what a file system allocates for it, near enough
 	return nil
 }
 
@@ -173,10 +134,11 @@ func (m *Manager) startCommand(s *Session, sh *sandbox.Shell) error {
 	}
 	u := m.quota.get(s.ID)
 	u.mu.Lock()
-	n, err := m.currentLocked(s, u)
 	if u.limit == 0 {
 		u.limit = q
 	}
+	m.measureLocked(s, u, q, false)
+	n, err := u.bytes, u.err
 	if crossed(u) && !u.stopped && sh.Background() {
 		// Background jobs took it past the limit since the watcher last
 		// looked: stop them as it would have.
@@ -187,7 +149,6 @@ func (m *Manager) startCommand(s *Session, sh *sandbox.Shell) error {
 	if u.restricted {
 		u.limit = max(n, q)
 	}
-	u.fresh, u.active = false, true // the command may change it
 	u.stopped = false
 	u.opened = m.now()
 	if !u.watching {
@@ -216,23 +177,21 @@ func (m *Manager) afterCommand(s *Session, sh *sandbox.Shell) string {
 	u := m.quota.get(s.ID)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	m.measureLocked(s, u)
+	if u.limit == 0 { // no command was let through by Open (the CLI's own shell)
+		u.limit = q
+	}
+	// Restricted, a walk tells whether rm got it back under the quota.
+	m.measureLocked(s, u, u.limit, u.restricted)
 	n := u.bytes
 	bg := sh.Background()
-	u.active = bg
-	u.fresh = !bg && u.err == nil
 	if u.stopped { // the watcher's note already says it
 		u.stopped = false
 		return ""
-	}
-	if u.limit == 0 { // no command was let through by Open (the CLI's own shell)
-		u.limit = q
 	}
 	if crossed(u) {
 		note := "warren: this command took session " + s.ID + " over its disk quota: " + m.usageText(s, u)
 		if bg {
 			sh.StopAll("")
-			u.fresh = false
 			note += " Its background jobs were stopped (the shell restarts with the same cwd and exports)."
 		}
 		return note + " " + overAdvice

@@ -8,18 +8,22 @@ import (
 
 // Defaults of the quota watcher.
 const (
-	// defaultQuotaPoll is how often the watcher measures a session's disk
-	// use while its jail has processes. What a session can write past its
-	// quota is what it writes in one interval plus one measurement (RLIMIT_FSIZE
-	// already caps every single file at the quota).
-	defaultQuotaPoll = 250 * time.Millisecond
+	// defaultQuotaPoll is how often the watcher estimates a session's disk
+	// use (one statfs) while its jail has processes. What a session can
+	// write past its quota is about what it writes in one interval plus
+	// one walk; RLIMIT_FSIZE already caps every single file at the quota.
+	defaultQuotaPoll = 50 * time.Millisecond
 	// watchLinger is how long a watcher waits with nothing running before
 	// it exits; Open starts a new one for the next command.
 	watchLinger = 2 * time.Second
-	// walkShare bounds the time spent measuring a big tree: the watcher
-	// waits at least walkShare times as long as the last walk took, so
-	// that it uses at most a fifth of a core per session.
+	// walkShare bounds the time spent walking a big tree whose estimate
+	// is past the limit: a walk starts at least walkShare times as long as
+	// the last one took after it, so at most a fifth of a core goes to it.
 	walkShare = 4
+	// periodicWalk is how often a walk checks the estimate while processes
+	// run (at least 20 walks' time apart): space freed elsewhere on the
+	// file system can hide growth from it.
+	periodicWalk = 2 * time.Second
 )
 
 // watch polls s's disk use while the jail has processes (a command, or
@@ -29,10 +33,7 @@ const (
 func (m *Manager) watch(s *Session, sh *sandbox.Shell, u *usage) {
 	var idle time.Time
 	for {
-		u.mu.Lock()
-		wait := max(m.cfg.QuotaPoll, walkShare*u.walk)
-		u.mu.Unlock()
-		time.Sleep(wait)
+		time.Sleep(m.cfg.QuotaPoll)
 		m.mu.Lock()
 		l := m.live[s.ID]
 		m.mu.Unlock()
@@ -43,7 +44,6 @@ func (m *Manager) watch(s *Session, sh *sandbox.Shell, u *usage) {
 		if !sh.Busy() && !sh.Background() {
 			if idle.IsZero() {
 				idle = m.now()
-				m.idle(u, idle)
 			}
 			if m.now().Sub(idle) >= watchLinger && m.stopWatching(u, idle) {
 				return
@@ -53,16 +53,6 @@ func (m *Manager) watch(s *Session, sh *sandbox.Shell, u *usage) {
 		idle = time.Time{}
 		m.enforce(s, sh, u)
 	}
-}
-
-// idle records that the watcher saw nothing running at time at, unless a
-// command was let through since.
-func (m *Manager) idle(u *usage, at time.Time) {
-	u.mu.Lock()
-	if u.opened.Before(at) {
-		u.active = false
-	}
-	u.mu.Unlock()
 }
 
 // stopWatching marks u unwatched, unless a command was let through since
@@ -77,14 +67,19 @@ func (m *Manager) stopWatching(u *usage, idleSince ...time.Time) bool {
 	return true
 }
 
-// enforce measures s's usage and, past its limit, stops every process in
-// the jail with a note for the result that reports it.
+// enforce estimates s's usage and, when the estimate is past the limit
+// (or a periodic check is due), walks; past the limit by the walk, it stops
+// every process in the jail with a note for the result that reports it.
 func (m *Manager) enforce(s *Session, sh *sandbox.Shell, u *usage) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	m.measureLocked(s, u)
-	if crossed(u) && !u.stopped {
-		m.stopLocked(s, sh, u)
+	m.estimateLocked(s, u)
+	since := m.now().Sub(u.at)
+	if u.bytes > u.limit && since >= walkShare*u.walk || since >= max(periodicWalk, 20*u.walk) {
+		m.walkLocked(s, u)
+		if crossed(u) && !u.stopped {
+			m.stopLocked(s, sh, u)
+		}
 	}
 }
 
@@ -95,6 +90,5 @@ func (m *Manager) stopLocked(s *Session, sh *sandbox.Shell, u *usage) {
 		m.usageText(s, u) + " The shell restarts with the same cwd and exports. " + overAdvice
 	if sh.StopAll(note) {
 		u.stopped = true
-		u.fresh, u.active = false, false
 	}
 }
