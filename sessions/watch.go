@@ -23,7 +23,7 @@ const (
 	// periodicWalk is how often a walk checks the estimate while processes
 	// run (at least 20 walks' time apart): space freed elsewhere on the
 	// file system can hide growth from it.
-	periodicWalk = 2 * time.Second
+	periodicWalk = 250 * time.Millisecond
 )
 
 // watch polls s's disk use while the jail has processes (a command, or
