@@ -37,7 +37,10 @@ type Shell struct {
 	closed   bool
 	prepared bool // the workspace was handed to the jail's uid
 	nonceSeq uint64
-	prefix   string // random per shell, so nonces cannot be guessed
+	prefix   string        // random per shell, so nonces cannot be guessed
+	fsize    fileSizeLimit // RLIMIT_FSIZE set by LimitFileSize, and whether the jail has it
+	notes    []string      // lines for the stderr of the next result (StopAll)
+	after    func() string // Options.AfterCommand
 }
 
 // Options tune NewShell.
@@ -48,6 +51,11 @@ type Options struct {
 	Bwrap string
 	// NoCgroup skips the per-jail cgroup even when the host offers one.
 	NoCgroup bool
+	// AfterCommand, when set, runs after every command, before its result
+	// is returned, with the shell's turn held; a non-empty string it
+	// returns is added as a line to the result's stderr. The session
+	// manager measures disk use there.
+	AfterCommand func() string
 }
 
 // NewShell checks the profile and the workspace and returns a Shell that
@@ -70,7 +78,7 @@ func NewShell(p Profile, opts Options) (*Shell, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Shell{profile: p, bwrap: path, turn: make(chan struct{}, 1)}
+	s := &Shell{profile: p, bwrap: path, turn: make(chan struct{}, 1), after: opts.AfterCommand}
 	s.turn <- struct{}{}
 	s.owner = [2]int{os.Getuid(), os.Getgid()}
 	if os.Geteuid() == 0 {
@@ -182,6 +190,7 @@ func (s *Shell) ensureJail() (*jail, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
+	s.restartForFileSize()
 	if s.jail != nil && s.jail.alive() {
 		return s.jail, nil
 	}
@@ -237,9 +246,12 @@ func (s *Shell) initScript() string {
 	// fd 9: status records; fds 7 and 8: the real stdout and stderr, to
 	// restore after a command that redirected or closed its own.
 	b.WriteString("exec 9>&4 4>&- 7>&1 8>&2\n")
+	// A write past RLIMIT_FSIZE fails with EFBIG instead of killing the
+	// writer: a builtin (echo > f) would otherwise kill the shell.
+	b.WriteString("trap '' XFSZ\n")
 	l := s.profile.Limits
-	if l.FileSizeBytes > 0 {
-		blocks := (l.FileSizeBytes + 511) / 512 // dash counts 512-byte blocks
+	if n, ok := s.fileSizeCap(); ok {
+		blocks := (n + 511) / 512 // dash counts 512-byte blocks
 		b.WriteString("ulimit -f " + strconv.FormatInt(blocks, 10) + " 2>/dev/null\n")
 	}
 	if l.OpenFiles > 0 {

@@ -17,8 +17,8 @@ func sessionFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "idle-timeout", Value: 15 * time.Minute, Usage: "stop a session's shell after this long unused; the next command restarts it in the same cwd with the same exports (0: never)"},
 		&cli.IntFlag{Name: "max-sessions-per-user", Value: 50, Usage: "sessions a user may have that are not deleted (0: no cap)"},
 		&cli.IntFlag{Name: "max-shells", Value: 256, Usage: "jails running at once; the least recently used idle ones are stopped to make room (0: no cap)"},
-		&cli.StringFlag{Name: "quota", Value: "10G", Usage: "disk quota of each workspace under the data dir, e.g. 500M or 10G; over it, writes and commands are refused (0: none)"},
-		&cli.DurationFlag{Name: "quota-interval", Value: 30 * time.Second, Usage: "how long a workspace's measured disk use is trusted before it is walked again"},
+		&cli.StringFlag{Name: "quota", Value: "10G", Usage: "disk quota of each session's workspace and home, e.g. 500M or 10G, enforced while commands run: a session that crosses it has its processes stopped, and over it commands cannot write files (0: none)"},
+		&cli.DurationFlag{Name: "quota-interval", Value: 30 * time.Second, Usage: "the longest a walked disk measurement is reused while the file system shows no growth"},
 		&cli.BoolFlag{Name: "allow-local-sources", Usage: "serve http: let session_create clone or bind paths of this host and file:// URLs (always allowed on stdio and with --auth none)"},
 	}
 }
