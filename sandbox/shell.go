@@ -12,8 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Shell is a persistent /bin/sh in a bubblewrap jail. It starts on the
@@ -226,9 +224,9 @@ func (s *Shell) ensureJail() (*jail, error) {
 	// it runs any command. It counts every process of the host uid, so it
 	// means nothing (and is skipped) when the jail runs as root.
 	if n := s.profile.Limits.Processes; n > 0 && s.owner[0] != 0 {
-		if pid := j.shell(); pid > 0 {
-			lim := unix.Rlimit{Cur: n, Max: n}
-			_ = unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil)
+		if err := limitProcesses(j.shell(), n, s.cg != nil && s.profile.Limits.PIDs > 0); err != nil {
+			j.kill() // never a jail without its limit
+			return nil, fmt.Errorf("start jail: set the process limit (RLIMIT_NPROC) of its shell: %w", err)
 		}
 	}
 	s.jail = j
