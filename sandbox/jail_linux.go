@@ -79,6 +79,9 @@ type jailSpec struct {
 	cred    *syscall.Credential // nil: run as the server's own uid
 	cg      *cgroup             // nil: no cgroup
 	init    string              // shell script run before the first command
+	// onExit, when set, runs once bwrap has been reaped, before anyone
+	// waiting for the jail's end learns of it.
+	onExit func()
 }
 
 // startJail starts bwrap with /bin/sh inside. The shell reads commands on
@@ -162,6 +165,9 @@ func startJail(spec jailSpec) (*jail, error) {
 		}
 		_ = cmd.Wait()
 		j.exitCode = exitStatus(cmd.ProcessState)
+		if spec.onExit != nil {
+			spec.onExit()
+		}
 		close(j.exited)
 	}()
 	err := <-started

@@ -31,7 +31,8 @@ type Shell struct {
 	mu       sync.Mutex
 	jail     *jail
 	cg       *cgroup
-	cgErr    error // why the jail has no cgroup, once tried
+	cgErr    error      // why the jail has no cgroup, once tried
+	user     *userGroup // the jails of Profile.User, nil without one
 	state    State
 	closed   bool
 	prepared bool // the workspace was handed to the jail's uid
@@ -147,14 +148,17 @@ func (s *Shell) Close() error {
 		return nil
 	}
 	s.closed = true
-	j, cg := s.jail, s.cg
-	s.jail, s.cg = nil, nil
+	j, cg, user := s.jail, s.cg, s.user
+	s.jail, s.cg, s.user = nil, nil, nil
 	s.mu.Unlock()
 	if j != nil {
 		j.kill()
 	}
 	if cg != nil {
 		cg.remove()
+	}
+	if user != nil {
+		user.leave()
 	}
 	return nil
 }
@@ -192,8 +196,11 @@ func (s *Shell) ensureJail() (*jail, error) {
 		s.jail.kill() // reap and close what is left
 		s.jail = nil
 	}
+	if s.user == nil && s.profile.User != "" {
+		s.user = joinUser(s.profile.User, s.profile.UserLimits)
+	}
 	if s.cg == nil && s.cgErr == nil {
-		s.cg, s.cgErr = newCgroup(s.profile.Limits)
+		s.cg, s.cgErr = newCgroupIn(s.user.cgroup(), s.profile.Limits)
 	}
 	if s.cg != nil {
 		s.cg.killAll() // leftovers of an earlier jail
@@ -210,14 +217,22 @@ func (s *Shell) ensureJail() (*jail, error) {
 		}
 		s.prepared = true
 	}
+	if err := s.user.begin(); err != nil {
+		return nil, err
+	}
+	var ended sync.Once     // the jail exited, or never started
+	uncount := s.user.abort // bound now: Close clears s.user
+	end := func() { ended.Do(uncount) }
 	j, err := startJail(jailSpec{
 		bwrap:   s.bwrap,
 		profile: s.profile,
 		cred:    s.cred,
 		cg:      s.cg,
 		init:    s.initScript(),
+		onExit:  end,
 	})
 	if err != nil {
+		end()
 		return nil, err
 	}
 	// dash's ulimit has no -u: set RLIMIT_NPROC on the shell itself, before
