@@ -223,15 +223,22 @@ func readInfo(r *os.File) (int, error) {
 }
 
 // shell returns the host pid of the jailed /bin/sh (the only child of the
-// jail's init), or 0 when it is gone.
+// jail's init), or 0 when it is gone. bwrap forks it right after the init
+// starts, but on a loaded host that can take a while: wait until it shows,
+// the jail ends, or 10 s have passed.
 func (j *jail) shell() int {
 	j.shellOnce.Do(func() {
-		for i := 0; i < 200; i++ {
+		deadline := time.Now().Add(10 * time.Second)
+		for pause := time.Millisecond; time.Now().Before(deadline); pause = min(2*pause, 20*time.Millisecond) {
 			if c := children(j.initPID); len(c) > 0 {
 				j.shellPID = c[0]
 				return
 			}
-			time.Sleep(time.Millisecond)
+			select {
+			case <-j.exited:
+				return
+			case <-time.After(pause):
+			}
 		}
 	})
 	return j.shellPID
