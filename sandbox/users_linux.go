@@ -114,11 +114,11 @@ func newUserCgroup(user string, l UserLimits) (*cgroup, error) {
 	}
 	if cg.v2 {
 		// v2 hands a controller to children only when the parent enables
-		// it; the user's cgroup holds no process itself, so it may.
-		err := os.WriteFile(filepath.Join(cg.dirs[0], "cgroup.subtree_control"), []byte("+pids +memory +cpu"), 0)
-		if err != nil {
-			cg.remove()
-			return nil, fmt.Errorf("cgroup of user %s: enable controllers: %w", user, err)
+		// it; the user's cgroup holds no process itself, so it may. One at
+		// a time: a controller the host lacks fails alone, and a jail
+		// limit that needs it says so when it is set.
+		for _, ctrl := range v1Controllers {
+			_ = os.WriteFile(filepath.Join(cg.dirs[0], "cgroup.subtree_control"), []byte("+"+ctrl), 0)
 		}
 	}
 	return cg, nil
