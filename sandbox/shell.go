@@ -11,8 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Shell is a persistent /bin/sh in a bubblewrap jail. It starts on the
@@ -32,7 +30,8 @@ type Shell struct {
 	mu       sync.Mutex
 	jail     *jail
 	cg       *cgroup
-	cgErr    error // why the jail has no cgroup, once tried
+	cgErr    error      // why the jail has no cgroup, once tried
+	user     *userGroup // the jails of Profile.User, nil without one
 	state    State
 	closed   bool
 	prepared bool // the workspace was handed to the jail's uid
@@ -152,14 +151,17 @@ func (s *Shell) Close() error {
 		return nil
 	}
 	s.closed = true
-	j, cg := s.jail, s.cg
-	s.jail, s.cg = nil, nil
+	j, cg, user := s.jail, s.cg, s.user
+	s.jail, s.cg, s.user = nil, nil, nil
 	s.mu.Unlock()
 	if j != nil {
 		j.kill()
 	}
 	if cg != nil {
 		cg.remove()
+	}
+	if user != nil {
+		user.leave()
 	}
 	return nil
 }
@@ -198,8 +200,11 @@ func (s *Shell) ensureJail() (*jail, error) {
 		s.jail.kill() // reap and close what is left
 		s.jail = nil
 	}
+	if s.user == nil && s.profile.User != "" {
+		s.user = joinUser(s.profile.User, s.profile.UserLimits)
+	}
 	if s.cg == nil && s.cgErr == nil {
-		s.cg, s.cgErr = newCgroup(s.profile.Limits)
+		s.cg, s.cgErr = newCgroupIn(s.user.cgroup(), s.profile.Limits)
 	}
 	if s.cg != nil {
 		s.cg.killAll() // leftovers of an earlier jail
@@ -216,23 +221,31 @@ func (s *Shell) ensureJail() (*jail, error) {
 		}
 		s.prepared = true
 	}
+	if err := s.user.begin(); err != nil {
+		return nil, err
+	}
+	var ended sync.Once     // the jail exited, or never started
+	uncount := s.user.abort // bound now: Close clears s.user
+	end := func() { ended.Do(uncount) }
 	j, err := startJail(jailSpec{
 		bwrap:   s.bwrap,
 		profile: s.profile,
 		cred:    s.cred,
 		cg:      s.cg,
 		init:    s.initScript(),
+		onExit:  end,
 	})
 	if err != nil {
+		end()
 		return nil, err
 	}
 	// dash's ulimit has no -u: set RLIMIT_NPROC on the shell itself, before
 	// it runs any command. It counts every process of the host uid, so it
 	// means nothing (and is skipped) when the jail runs as root.
 	if n := s.profile.Limits.Processes; n > 0 && s.owner[0] != 0 {
-		if pid := j.shell(); pid > 0 {
-			lim := unix.Rlimit{Cur: n, Max: n}
-			_ = unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil)
+		if err := limitProcesses(j.shell(), n, s.cg != nil && s.profile.Limits.PIDs > 0); err != nil {
+			j.kill() // never a jail without its limit
+			return nil, fmt.Errorf("start jail: set the process limit (RLIMIT_NPROC) of its shell: %w", err)
 		}
 	}
 	s.jail = j

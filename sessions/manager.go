@@ -35,6 +35,10 @@ type Config struct {
 	// MaxRunningShells caps jails running at once on this server; the
 	// least recently used idle ones are stopped to make room.
 	MaxRunningShells int
+	// UserLimits bound the running jails of each user together (memory,
+	// CPU and processes through a parent cgroup per user, and how many
+	// run at once), so that many sessions are not many times one jail.
+	UserLimits sandbox.UserLimits
 	// QuotaBytes caps the disk use of each session's workspace and home
 	// together (a bound directory is the user's own and is not counted).
 	// It is enforced while commands run: see quota.go.
@@ -191,6 +195,7 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 	state := s.shellState()
 	p := m.cfg.Profile(s.Workspace)
 	p.ReadOnlyWorkspace = s.State() == StateArchived
+	p.User, p.UserLimits = s.Owner, m.cfg.UserLimits
 	if m.cfg.DataDir != "" {
 		p.Home = m.homeDir(s.ID) // caches and dotfiles stay out of the workspace
 	}
@@ -226,6 +231,11 @@ func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox
 	sh, err := m.Shell(s)
 	if err != nil {
 		return nil, nil, err
+	}
+	if max := m.cfg.UserLimits.Jails; max > 0 && !sh.Running() && sandbox.RunningJails(user) >= max {
+		return nil, nil, limitf("you already run %d shells, the limit per user is %d: pause a session you "+
+			"are not using (session_control with action pause, or 'warren session pause ID'), or wait for "+
+			"an idle one to stop, then retry", sandbox.RunningJails(user), max)
 	}
 	if err := m.makeRoom(s.ID); err != nil {
 		return nil, nil, err
