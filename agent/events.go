@@ -25,12 +25,12 @@ const (
 
 // Reasons a run ends.
 const (
-	EndDone      = "done"       // the model answered without calling tools
-	EndError     = "error"      // the model or the tools failed
-	EndMaxTurns  = "max_turns"  // the turn limit was reached
-	EndBudget    = "budget"     // the next call would exceed a budget
-	EndApproval  = "approval"   // a call needed approval and nobody could give it
-	EndCancelled = "cancelled"  // the caller stopped the run
+	EndDone      = "done"      // the model answered without calling tools
+	EndError     = "error"     // the model or the tools failed
+	EndMaxTurns  = "max_turns" // the turn limit was reached
+	EndBudget    = "budget"    // the next call would exceed a budget
+	EndApproval  = "approval"  // a call needed approval and nobody could give it
+	EndCancelled = "cancelled" // the caller stopped the run
 )
 
 // Event is one thing that happened in a run. It is the schema of

@@ -174,7 +174,10 @@ func TestDeniedApprovalGoesBackToTheModel(t *testing.T) {
 		pt.Reply{Text: "Understood."})
 	defer s.Close()
 	asked := 0
-	deny := func(context.Context, agent.CallInfo, agent.ToolInfo) (agent.Decision, error) { asked++; return agent.Deny, nil }
+	deny := func(context.Context, agent.CallInfo, agent.ToolInfo) (agent.Decision, error) {
+		asked++
+		return agent.Deny, nil
+	}
 	d := w.agent(t, s, agent.Policy{Approval: agent.ApprovalAsk}, deny).Run(context.Background(), "go", nil)
 	if d.Reason != agent.EndDone || asked != 1 {
 		t.Fatalf("%+v asked %d", d, asked)
