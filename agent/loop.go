@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/agent/provider"
@@ -415,4 +416,31 @@ func (r *run) runCall(ctx context.Context, call provider.ToolCall) (d DoneInfo, 
 	}
 	reply(text, isErr, false, len(text), ms)
 	return DoneInfo{}, false
+}
+
+// SetApprover sets who answers approvals.
+func (a *Agent) SetApprover(fn Approver) { a.cfg.Approve = fn }
+
+// SetModel switches the model for the next calls (same endpoint).
+func (a *Agent) SetModel(name string) { a.cfg.ModelName = name }
+
+// ModelName is the model in use.
+func (a *Agent) ModelName() string { return a.cfg.ModelName }
+
+// Compact replaces the outputs of tool calls older than the last keep user
+// prompts with a note, and returns how many it dropped.
+func (a *Agent) Compact(keep int) int {
+	users := 0
+	n := 0
+	for i := len(a.Messages) - 1; i >= 0; i-- {
+		m := &a.Messages[i]
+		if m.Role == "user" {
+			users++
+		}
+		if users >= keep && m.Role == "tool" && !strings.HasPrefix(m.Content, "[output dropped") {
+			m.Content = fmt.Sprintf("[output dropped by /compact: %d bytes]", len(m.Content))
+			n++
+		}
+	}
+	return n
 }
