@@ -334,7 +334,7 @@ func runOnce(ctx context.Context, sess *chat.Session, prompt, output string, std
 		}
 	case "json":
 		enc.Encode(map[string]any{"chat_id": sess.Chat.ID, "session_id": sess.Chat.Session, "answer": d.Answer,
-			"usage": map[string]any{"input_tokens": t.InputTokens, "output_tokens": t.OutputTokens, "cached_tokens": t.CachedTokens, "estimated": t.Estimated},
+			"usage":    map[string]any{"input_tokens": t.InputTokens, "output_tokens": t.OutputTokens, "cached_tokens": t.CachedTokens, "estimated": t.Estimated},
 			"cost_usd": float64(t.CostMicros) / 1e6, "turns": d.Turns, "ended": d.Reason, "error": d.Error})
 	}
 	return d, nil
