@@ -28,7 +28,7 @@ type Tool struct {
 }
 
 // Toolsets known to this build, in the order the docs list them.
-var Toolsets = []string{"shell", "files", "sessions", "tasks", "usage"}
+var Toolsets = []string{"shell", "files", "sessions", "tasks", "usage", "agent"}
 
 // deps are what the tool handlers need. They arrive through the tool
 // constructors, never through the context; only the calling user (a
@@ -41,6 +41,8 @@ type deps struct {
 	jobs     *jobs
 	notes    *notifier
 	log      zerolog.Logger
+	agent    AgentRunner       // nil: the agent toolset is not served
+	srv      *server.MCPServer // for elicitation
 }
 
 // Registry returns every tool of this build, with handlers bound to nothing:
@@ -54,6 +56,7 @@ func allTools(d *deps) []Tool {
 		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d),
 		taskList(d), taskClaim(d), taskUpdate(d), taskAdd(d),
 		usageReport(d), usageRecord(d),
+		agentRun(d),
 	})
 }
 
@@ -62,7 +65,7 @@ func allTools(d *deps) []Tool {
 func servedTools(all []Tool, d *deps) []Tool {
 	var out []Tool
 	for _, t := range all {
-		if (t.Toolset == "tasks" && d.tasks == nil) || (t.Toolset == "usage" && d.meter == nil) {
+		if (t.Toolset == "tasks" && d.tasks == nil) || (t.Toolset == "usage" && d.meter == nil) || (t.Toolset == "agent" && d.agent == nil) {
 			continue
 		}
 		out = append(out, t)

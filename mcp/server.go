@@ -38,6 +38,8 @@ type Options struct {
 	// ShellYield is how long shell_exec and shell_wait wait for a command
 	// before returning it as a running job; 0 means DefaultYield.
 	ShellYield time.Duration
+	// Agent runs agent_run; nil: the agent toolset is not served.
+	Agent AgentRunner
 }
 
 // Server is warren's MCP server, ready to be served over one transport.
@@ -53,7 +55,7 @@ type Server struct {
 
 // New builds the server with the selected toolsets.
 func New(opts Options) (*Server, error) {
-	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, jobs: newJobs(), notes: newNotifier(), log: opts.Log}
+	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, jobs: newJobs(), notes: newNotifier(), log: opts.Log, agent: opts.Agent}
 	d.jobs.yield = opts.ShellYield
 	d.jobs.onEnd = func(j *job) { d.sessions.QueueState(j.session, j.shell) }
 	tools, err := selectTools(servedTools(allTools(d), d), opts.Toolsets)
@@ -68,6 +70,7 @@ func New(opts Options) (*Server, error) {
 	hooks.AddAfterCallTool(newArgumentErrors(tools).afterCallTool)
 	hooks.AddOnRegisterSession(setDefaultClientLevel)
 	s := server.NewMCPServer("warren", version,
+		server.WithElicitation(), // agent_run asks approvals
 		server.WithToolCapabilities(false),
 		server.WithLogging(), // notify.go
 		server.WithInputSchemaValidation(),
@@ -86,6 +89,7 @@ func New(opts Options) (*Server, error) {
 		s.AddTool(t.Tool, t.Handler)
 	}
 	d.notes.srv = s
+	d.srv = s
 	return &Server{mcp: s, deps: d, tools: tools}, nil
 }
 

@@ -103,12 +103,25 @@ func openServices(c *cli.Context) (*services, error) {
 	if ts := c.String("toolsets"); ts != "" {
 		toolsets = strings.Split(ts, ",")
 	}
-	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: buildVersion(),
-		ShellYield: c.Duration("shell-yield")})
+	runner, err := newAgentRunner(c, db, dir, mgr, w.meter)
 	if err != nil {
 		w.stop()
 		db.Close()
 		return nil, err
+	}
+	opts := mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: buildVersion(),
+		ShellYield: c.Duration("shell-yield")}
+	if runner != nil && c.Command.Name != "chat" { // the chat's own server does not offer agent_run to its agent
+		opts.Agent = runner
+	}
+	srv, err := mcp.New(opts)
+	if err != nil {
+		w.stop()
+		db.Close()
+		return nil, err
+	}
+	if runner != nil {
+		runner.srv = srv
 	}
 	return &services{db: db, sessions: mgr, work: w, server: srv, log: log, dataDir: dir}, nil
 }
