@@ -63,9 +63,10 @@ type treeWriter struct {
 	limits    Limits
 	exclude   gitignore.Matcher // the operator's patterns; nil: none
 
-	mu     sync.Mutex // guards known and loaded
-	known  map[string]fileStamp
-	loaded bool
+	mu       sync.Mutex // guards the fields below
+	known    map[string]fileStamp
+	loaded   bool
+	lastRead int64 // content bytes the last walk read
 }
 
 // fileStamp is what a file looked like when its blob was stored.
@@ -120,7 +121,7 @@ func (w *treeWriter) write(ctx context.Context, dir string) (plumbing.Hash, []st
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
 	}
-	w.known = wk.next
+	w.known, w.lastRead = wk.next, wk.read
 	w.save()
 	return h, wk.notes(), nil
 }
@@ -175,6 +176,9 @@ func (wk *walk) dir(fd int, rel []string, depth int) (plumbing.Hash, error) {
 	obj := wk.w.store.NewEncodedObject()
 	if err := tree.Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
+	}
+	if wk.w.store.HasEncodedObject(obj.Hash()) == nil {
+		return obj.Hash(), nil // unchanged since an earlier walk
 	}
 	return wk.w.store.SetEncodedObject(obj)
 }
@@ -303,7 +307,7 @@ func (wk *walk) file(dirfd int, p []string, st *unix.Stat_t) (plumbing.Hash, err
 	var after unix.Stat_t
 	stamp := stampOf(&rst)
 	if complete && unix.Fstat(fd, &after) == nil && stampOf(&after).same(stamp) &&
-		wk.start.Sub(time.Unix(0, stamp.Ctime)) > 2*time.Second {
+		wk.start.Sub(time.Unix(0, stamp.Ctime)) > racyWindow {
 		stamp.Hash = h
 		wk.next[rel] = stamp
 	}
@@ -324,6 +328,10 @@ func (wk *walk) marker(rel string, st *unix.Stat_t, why string, remember bool) (
 	}
 	return h, err
 }
+
+// racyWindow: a file changed this recently before a walk may change again
+// within the same timestamp tick, so its stamp is not trusted next time.
+var racyWindow = 2 * time.Second
 
 // markerPrefix starts the blob recorded for a file whose content was not.
 const markerPrefix = "warren-audit: content not recorded:"
