@@ -19,6 +19,7 @@ func sessionFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-shells", Value: 256, Usage: "jails running at once; the least recently used idle ones are stopped to make room (0: no cap)"},
 		&cli.StringFlag{Name: "quota", Value: "10G", Usage: "disk quota of each workspace under the data dir, e.g. 500M or 10G; over it, writes and commands are refused (0: none)"},
 		&cli.DurationFlag{Name: "quota-interval", Value: 30 * time.Second, Usage: "how long a workspace's measured disk use is trusted before it is walked again"},
+		&cli.StringSliceFlag{Name: "audit-exclude", Usage: "a path (gitignore syntax, e.g. node_modules/) that session snapshots and diffs leave out; repeat for more. Nothing in a workspace can exclude anything"},
 		&cli.BoolFlag{Name: "allow-local-sources", Usage: "serve http: let session_create clone or bind paths of this host and file:// URLs (always allowed on stdio and with --auth none)"},
 	}
 }
@@ -34,6 +35,7 @@ func sessionConfig(c *cli.Context, dir string) (sessions.Config, error) {
 		AllowLocalSources: c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources"),
 		IdleTimeout:       c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
 		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval"),
+		AuditExclude: c.StringSlice("audit-exclude"),
 	}, nil
 }
 
