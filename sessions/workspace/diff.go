@@ -142,15 +142,15 @@ func gitObjectsDir(p string) (string, bool) {
 // patchFile counts a change's lines into fc and writes its patch to out,
 // unless out is full. Large files are named with their sizes instead.
 func (a *Audit) patchFile(ctx context.Context, ch change, fc *FileChange, out *capWriter) error {
-	from, fromLarge, err := a.sideSize(ch.from)
+	from, fromWhy, err := a.sideSize(ch.from)
 	if err != nil {
 		return err
 	}
-	to, toLarge, err := a.sideSize(ch.to)
+	to, toWhy, err := a.sideSize(ch.to)
 	if err != nil {
 		return err
 	}
-	if fromLarge || toLarge {
+	if fromWhy != "" || toWhy != "" {
 		sizes := fmt.Sprintf("%d → %d bytes", from, to)
 		switch fc.Status {
 		case "added":
@@ -158,12 +158,16 @@ func (a *Audit) patchFile(ctx context.Context, ch change, fc *FileChange, out *c
 		case "deleted":
 			sizes = fmt.Sprintf("%d bytes", from)
 		}
-		fc.Note = "large file (" + sizes + "), not compared line by line"
+		why := toWhy
+		if why == "" || fc.Status == "deleted" {
+			why = fromWhy
+		}
+		fc.Note = fmt.Sprintf("large file, %s, not compared line by line: %s", sizes, why)
 		fromName, toName := "a/"+fc.Path, "b/"+fc.Path
 		if ch.from.path != "" {
 			fromName = "a/" + ch.from.path
 		}
-		fmt.Fprintf(out, "diff --git %s %s\nLarge file %s: %s, not shown\n", fromName, toName, fc.Status, sizes)
+		fmt.Fprintf(out, "diff --git %s %s\nLarge file %s, %s, not shown: %s\n", fromName, toName, fc.Status, sizes, why)
 		return nil
 	}
 	fp, err := a.linePatch(ctx, ch)
@@ -179,33 +183,31 @@ func (a *Audit) patchFile(ctx context.Context, ch change, fc *FileChange, out *c
 	return nil
 }
 
-// sideSize is the size of one side of a change (0 when absent), and
-// whether it is too large to compare: over Limits.DiffFileBytes, or
-// recorded by size only.
-func (a *Audit) sideSize(e side) (int64, bool, error) {
+// sideSize is the size of one side of a change (0 when absent) and, when
+// it is too large to compare, why: over Limits.DiffFileBytes, or recorded
+// by size only (a marker blob, whose reason it returns).
+func (a *Audit) sideSize(e side) (int64, string, error) {
 	if e.path == "" {
-		return 0, false, nil
+		return 0, "", nil
 	}
-	h := e.hash
-	size, err := a.blobSize(h)
+	size, err := a.blobSize(e.hash)
 	if err != nil {
-		return 0, false, err
+		return 0, "", err
 	}
 	if size > a.tw.limits.DiffFileBytes {
-		return size, true, nil
+		return size, fmt.Sprintf("over the %d bytes compared per file", a.tw.limits.DiffFileBytes), nil
 	}
 	if size > 512 || size < int64(len(markerPrefix)) {
-		return size, false, nil
+		return size, "", nil
 	}
-	head, err := a.readBlob(h)
+	head, err := a.readBlob(e.hash)
 	if err != nil {
-		return 0, false, err
+		return 0, "", err
 	}
-	var real int64
-	if _, err := fmt.Sscanf(strings.TrimPrefix(string(head), markerPrefix), " %d bytes", &real); err == nil && strings.HasPrefix(string(head), markerPrefix) {
-		return real, true, nil
+	if real, why, ok := parseMarker(string(head)); ok {
+		return real, why, nil
 	}
-	return size, false, nil
+	return size, "", nil
 }
 
 // blobSize reads an object's size without its content.

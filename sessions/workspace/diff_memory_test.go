@@ -60,6 +60,9 @@ func TestDiffOfAHugeFileStaysSmall(t *testing.T) {
 			t.Errorf("%s: %+v, want added", p, got[p])
 		}
 	}
+	if !strings.Contains(got["huge.bin"].Note, "104857600 bytes") || !strings.Contains(d.Patch, "Large file added, 104857600 bytes") {
+		t.Errorf("the huge file is not named with its size: %+v\n%s", got["huge.bin"], d.Patch)
+	}
 	if strings.Contains(d.Patch, "+"+line[:20]) {
 		t.Error("the 5 MB text file is diffed line by line")
 	}

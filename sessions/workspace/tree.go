@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -318,7 +319,7 @@ func (wk *walk) file(dirfd int, p []string, st *unix.Stat_t) (plumbing.Hash, err
 // change time, so that a change to a large file still shows.
 func (wk *walk) marker(rel string, st *unix.Stat_t, why string, remember bool) (plumbing.Hash, error) {
 	wk.markers++
-	text := fmt.Sprintf("%s %d bytes, changed %s, %s\n", markerPrefix, st.Size,
+	text := fmt.Sprintf("%s %d bytes, changed %s, content not recorded: %s\n", markerPrefix, st.Size,
 		time.Unix(0, st.Ctim.Nano()).UTC().Format(time.RFC3339Nano), why)
 	h, _, err := wk.w.storeBlob(int64(len(text)), func(wr io.Writer) (bool, error) { _, err := io.WriteString(wr, text); return true, err })
 	if err == nil && remember {
@@ -334,7 +335,23 @@ func (wk *walk) marker(rel string, st *unix.Stat_t, why string, remember bool) (
 var racyWindow = 2 * time.Second
 
 // markerPrefix starts the blob recorded for a file whose content was not.
-const markerPrefix = "warren-audit: content not recorded:"
+// A jail could write the same text in a file of its own: it would only
+// misstate that file's size, and hide nothing.
+const markerPrefix = "warren-audit: large file:"
+
+// parseMarker reads a marker blob: the file's size and why its content
+// was not recorded.
+func parseMarker(text string) (size int64, why string, ok bool) {
+	rest, ok := strings.CutPrefix(text, markerPrefix)
+	if !ok {
+		return 0, "", false
+	}
+	if _, err := fmt.Sscanf(rest, " %d bytes", &size); err != nil {
+		return 0, "", false
+	}
+	_, why, ok = strings.Cut(strings.TrimSpace(rest), "content not recorded: ")
+	return size, "content not recorded: " + why, ok
+}
 
 func (wk *walk) skip(reason string, p []string) {
 	if wk.counts == nil {
