@@ -156,8 +156,14 @@ func TestDiffAndSnapshotNeverFollowSwappedLinks(t *testing.T) {
 	if n := blobsContaining(t, auditDir, secret); n > 0 {
 		t.Fatalf("the host file's content is in %d blobs of the audit repository (%d calls)", n, calls)
 	}
-	if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("the host file changed: %v %v", st.Mode(), err)
+	for _, p := range []string{file, dir} {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm() != 0o600 && p == file || st.Mode().Perm() != 0o700 && p == dir {
+			t.Fatalf("%s changed: %v %v", p, st.Mode(), err)
+		}
+		if _, err := unix.Getxattr(p, "system.posix_acl_access", nil); err != unix.ENODATA {
+			t.Fatalf("%s has an ACL now (or cannot be checked): %v", p, err)
+		}
 	}
 }
 
@@ -219,6 +225,9 @@ func TestFIFOsInTheWorkspaceDoNotHangTheAudit(t *testing.T) {
 	diffOrHang(t, "snapshot", unblock, func() error { _, err := a.Snapshot(ctx, ws, "pause"); return err })
 	if len(d.Files) != 1 || d.Files[0].Path != "c.txt" {
 		t.Fatalf("diff files %+v, want c.txt added", d.Files)
+	}
+	if len(d.Notes) != 1 || !strings.HasPrefix(d.Notes[0], "4 entries left out (socket, FIFO or device)") {
+		t.Fatalf("diff notes %q, want the 4 FIFOs counted", d.Notes)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,43 @@ func TestSnapshotsOfABigGitDirectoryReadOnlyWhatChanged(t *testing.T) {
 	}
 	if got["new.txt"].Status != "added" || got[".git/index"].Status != "modified" || got[".git/objects/"].Note == "" {
 		t.Errorf("diff after git add: %+v", d.Files)
+	}
+}
+
+// TestWalkLimitsAreSaid: a tree past the walk's limits is recorded up to
+// them, and the diff says what it left out.
+func TestWalkLimitsAreSaid(t *testing.T) {
+	ws := t.TempDir()
+	a, err := OpenAudit(filepath.Join(t.TempDir(), "audit.git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := a.SetBase(ctx, ws, "empty"); err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, "a/b/c/deep.txt", "deep\n")
+	write(t, ws, "big.txt", "more than ten bytes\n")
+	for _, n := range []string{"x1", "x2", "x3"} {
+		write(t, ws, n, "x\n")
+	}
+	for _, c := range []struct {
+		limits Limits
+		want   []string
+	}{
+		{Limits{MaxDepth: 2, MaxFileBytes: 10}, []string{"1 large files recorded by size only", "1 entries left out (nested too deep), e.g. [\"a/b/c\"]"}},
+		{Limits{MaxEntries: 3}, []string{"entries left out (over the limit of entries per walk)"}},
+	} {
+		a.SetLimits(c.limits)
+		d, err := a.Diff(ctx, ws, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes := strings.Join(d.Notes, "\n")
+		for _, want := range c.want {
+			if !strings.Contains(notes, want) {
+				t.Errorf("limits %+v: notes lack %q:\n%s", c.limits, want, notes)
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/gob"
 	"errors"
 	"io"
@@ -150,6 +151,28 @@ func (c *countingWriter) pad() error {
 		}
 	}
 	return nil
+}
+
+// smallFile is the size up to which storeFile reads a file into memory
+// first, to skip writing a blob the repository already has (most source
+// files, read again because they changed too recently to be trusted).
+const smallFile = 64 << 10
+
+// storeFile stores size bytes of the regular file open as fd as a blob,
+// and reports whether the file gave all of them.
+func (w *treeWriter) storeFile(fd int, size int64) (plumbing.Hash, bool, error) {
+	if size > smallFile {
+		return w.storeBlob(size, func(wr io.Writer) (bool, error) { return copyFD(wr, fd, size) })
+	}
+	var buf bytes.Buffer
+	complete, _ := copyFD(&buf, fd, size)
+	content := make([]byte, size)
+	copy(content, buf.Bytes()) // zeros past a short read, as storeBlob pads
+	if h := plumbing.ComputeHash(plumbing.BlobObject, content); w.store.HasEncodedObject(h) == nil {
+		return h, complete, nil
+	}
+	h, _, err := w.storeBlob(size, func(wr io.Writer) (bool, error) { _, err := wr.Write(content); return true, err })
+	return h, complete, err
 }
 
 // copyFD copies up to size bytes of the regular file open as fd to w, and

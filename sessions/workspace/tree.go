@@ -297,7 +297,7 @@ func (wk *walk) file(dirfd int, p []string, st *unix.Stat_t) (plumbing.Hash, err
 	if rst.Dev != st.Dev || rst.Ino != st.Ino || rst.Mode&unix.S_IFMT != unix.S_IFREG || rst.Size > lim.MaxFileBytes {
 		return plumbing.ZeroHash, errRaced
 	}
-	h, complete, err := wk.w.storeBlob(rst.Size, func(wr io.Writer) (bool, error) { return copyFD(wr, fd, rst.Size) })
+	h, complete, err := wk.w.storeFile(fd, rst.Size)
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("snapshot %s: %w", rel, err)
 	}
