@@ -108,7 +108,7 @@ func (a *Audit) Diff(ctx context.Context, dir string, maxPatch int) (Diff, error
 	}
 	d.Patch, d.Truncated = out.b.String(), out.cut
 	if out.cut {
-		d.Patch += fmt.Sprintf("\n[... diff cut at %d bytes; files lists every change ...]\n", maxPatch)
+		d.Patch += fmt.Sprintf("\n[... diff cut at %d bytes; files lists the changed files ...]\n", maxPatch)
 	}
 	return d, nil
 }
