@@ -99,7 +99,7 @@ func TestDiffShowsModifiedAddedDeletedAndUntrackedFiles(t *testing.T) {
 	}
 	write(t, s.Workspace, "README.md", "version three\n")
 	write(t, s.Workspace, "new/added.txt", "hello\n")
-	write(t, s.Workspace, "debug.log", "ignored\n")
+	write(t, s.Workspace, "debug.log", "recorded\n") // .gitignore'd: the audit records it anyway
 	os.Remove(filepath.Join(s.Workspace, "gone.txt"))
 	_, d, err = m.Diff(ctx, "alice", s.ID, 0)
 	if err != nil {
@@ -109,7 +109,7 @@ func TestDiffShowsModifiedAddedDeletedAndUntrackedFiles(t *testing.T) {
 	for _, f := range d.Files {
 		got[f.Path] = f.Status
 	}
-	want := map[string]string{"README.md": "modified", "new/added.txt": "added", "gone.txt": "deleted"}
+	want := map[string]string{"README.md": "modified", "new/added.txt": "added", "gone.txt": "deleted", "debug.log": "added"}
 	if len(got) != len(want) {
 		t.Fatalf("files %v, want %v", got, want)
 	}
@@ -118,7 +118,7 @@ func TestDiffShowsModifiedAddedDeletedAndUntrackedFiles(t *testing.T) {
 			t.Fatalf("files %v, want %v", got, want)
 		}
 	}
-	if !strings.Contains(d.Patch, "-version two") || !strings.Contains(d.Patch, "+version three") || strings.Contains(d.Patch, "ignored") {
+	if !strings.Contains(d.Patch, "-version two") || !strings.Contains(d.Patch, "+version three") || !strings.Contains(d.Patch, "+recorded") {
 		t.Fatalf("patch:\n%s", d.Patch)
 	}
 	if _, d, _ = m.Diff(ctx, "alice", s.ID, 20); !d.Truncated {

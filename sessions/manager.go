@@ -49,6 +49,11 @@ type Config struct {
 	// QuotaPoll is how often disk use is measured while a session's jail
 	// has processes; default 250ms.
 	QuotaPoll time.Duration
+	// AuditExclude lists paths (gitignore syntax, relative to the
+	// workspace) that snapshots and diffs leave out. Only the operator
+	// decides this: nothing in a workspace (.gitignore, .git/info/exclude)
+	// hides anything from the audit.
+	AuditExclude []string
 	// OnEnd runs after a session is archived or deleted, e.g. to release
 	// its task claims. Errors are the hook's to log.
 	OnEnd func(ctx context.Context, sessionID string)

@@ -26,6 +26,7 @@ func sessionFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "cpus-per-user", Value: 2, Usage: "CPU cores all of a user's running jails may use together (0: no cap)"},
 		&cli.StringFlag{Name: "quota", Value: "10G", Usage: "disk quota of each session's workspace and home, e.g. 500M or 10G, enforced while commands run: a session that crosses it has its processes stopped, and over it commands cannot write files (0: none)"},
 		&cli.DurationFlag{Name: "quota-interval", Value: 30 * time.Second, Usage: "the longest a walked disk measurement is reused while the file system shows no growth"},
+		&cli.StringSliceFlag{Name: "audit-exclude", Usage: "a path (gitignore syntax, e.g. node_modules/) that session snapshots and diffs leave out; repeat for more. Nothing in a workspace can exclude anything"},
 		&cli.BoolFlag{Name: "allow-local-sources", Usage: "serve http: let session_create clone or bind paths of this host and file:// URLs (always allowed on stdio and with --auth none)"},
 	}
 }
@@ -53,6 +54,7 @@ func sessionConfig(c *cli.Context, dir string) (sessions.Config, error) {
 		IdleTimeout:       c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
 		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval"),
 		UserLimits: user,
+		AuditExclude: c.StringSlice("audit-exclude"),
 	}, nil
 }
 
