@@ -53,7 +53,7 @@ func sessionConfig(c *cli.Context, dir string) (sessions.Config, error) {
 		AllowLocalSources: c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources"),
 		IdleTimeout:       c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
 		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval"),
-		UserLimits: user,
+		UserLimits:   user,
 		AuditExclude: c.StringSlice("audit-exclude"),
 	}, nil
 }
