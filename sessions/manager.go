@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // Config tunes a Manager. Zero caps mean "no cap".
@@ -28,6 +29,12 @@ type Config struct {
 	// onto the host's files, and a bound directory's owner is who the jail
 	// runs as when the server is root.
 	AllowLocalSources bool
+	// RemoteCallers says callers reach the server over HTTP with tokens:
+	// they are not the host's operator. Their clones reach https on public
+	// addresses only, never with the server's ssh keys; with
+	// AllowLocalSources on a server running as root, the local directories
+	// they name must not belong to root.
+	RemoteCallers bool
 	// IdleTimeout stops a shell unused for this long (0: never); the next
 	// command restarts it with its saved cwd and exports.
 	IdleTimeout time.Duration
@@ -53,6 +60,9 @@ type Manager struct {
 	store *Store
 	cfg   Config
 	now   func() time.Time
+	// dataReal is cfg.DataDir with its links resolved: what sources are
+	// compared with.
+	dataReal string
 
 	// mu protects the maps below and serialises default-session creation.
 	mu   sync.Mutex
@@ -77,6 +87,10 @@ type live struct {
 
 // NewManager returns a Manager over store.
 func NewManager(store *Store, cfg Config) (*Manager, error) {
+	dataReal, err := resolveDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
 	if cfg.BindDir != "" {
 		abs, err := filepath.Abs(cfg.BindDir)
 		if err != nil {
@@ -89,7 +103,12 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 		if !fi.IsDir() {
 			return nil, fmt.Errorf("workspace %s is not a directory", cfg.BindDir)
 		}
-		cfg.BindDir = abs
+		// The operator's directory is held to the rules of every bind.
+		real, err := workspace.CheckDir(abs, workspace.Policy{Local: true, DataDir: dataReal})
+		if err != nil {
+			return nil, fmt.Errorf("--workspace: %w", err)
+		}
+		cfg.BindDir = real
 	}
 	if cfg.Profile == nil {
 		cfg.Profile = sandbox.DefaultProfile
@@ -97,7 +116,7 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	if cfg.QuotaInterval == 0 {
 		cfg.QuotaInterval = 30 * time.Second
 	}
-	return &Manager{store: store, cfg: cfg, now: time.Now, live: map[string]*live{},
+	return &Manager{store: store, cfg: cfg, dataReal: dataReal, now: time.Now, live: map[string]*live{},
 		known: map[string]*Session{}, defaults: map[string]string{}, creating: map[string]int{},
 		quota: quotas{m: map[string]*usage{}}}, nil
 }
@@ -207,6 +226,9 @@ func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*S
 	if st := s.State(); st != StateActive {
 		return nil, nil, &StateError{ID: s.ID, State: st, Action: "run"}
 	}
+	if err := m.guard(s); err != nil {
+		return nil, nil, err
+	}
 	if err := m.checkQuota(s, "run commands"); err != nil && !freesSpace(command) {
 		return nil, nil, err
 	}
@@ -238,6 +260,9 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 		if err := m.checkQuota(s, "write files"); err != nil {
 			return nil, nil, err
 		}
+	}
+	if err := m.guard(s); err != nil {
+		return nil, nil, err
 	}
 	sh, err := m.Shell(s)
 	if err != nil {

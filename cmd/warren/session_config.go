@@ -19,7 +19,7 @@ func sessionFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-shells", Value: 256, Usage: "jails running at once; the least recently used idle ones are stopped to make room (0: no cap)"},
 		&cli.StringFlag{Name: "quota", Value: "10G", Usage: "disk quota of each workspace under the data dir, e.g. 500M or 10G; over it, writes and commands are refused (0: none)"},
 		&cli.DurationFlag{Name: "quota-interval", Value: 30 * time.Second, Usage: "how long a workspace's measured disk use is trusted before it is walked again"},
-		&cli.BoolFlag{Name: "allow-local-sources", Usage: "serve http: let session_create clone or bind paths of this host and file:// URLs (always allowed on stdio and with --auth none)"},
+		&cli.BoolFlag{Name: "allow-local-sources", Usage: "serve http: let session_create clone or bind paths of this host and file:// URLs (always allowed on stdio and with --auth none); never system directories or the data directory, and as root never root's own directories"},
 	}
 }
 
@@ -32,7 +32,9 @@ func sessionConfig(c *cli.Context, dir string) (sessions.Config, error) {
 	return sessions.Config{
 		DataDir: dir, BindDir: c.String("workspace"),
 		AllowLocalSources: c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources"),
-		IdleTimeout:       c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
+		// Token holders are not the operator: https to public hosts only.
+		RemoteCallers: c.Command.Name == "http" && c.String("auth") != "none",
+		IdleTimeout:   c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
 		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval"),
 	}, nil
 }
