@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -188,5 +189,37 @@ func TestRemoteCallersCannotReachInternalAddresses(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the loopback server answered %d requests", n)
+	}
+}
+
+// BenchmarkGuard is what every tool call now pays to re-check its session's
+// workspace: go test -run X -bench Guard ./sessions/
+func BenchmarkGuard(b *testing.B) {
+	data, bound := b.TempDir(), b.TempDir()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "warren.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	store, err := NewStore(context.Background(), db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := NewManager(store, Config{DataDir: data, AllowLocalSources: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range []*Session{
+		{Meta: Meta{ID: "s-bind", Mode: ModeBind}, Workspace: bound},
+		{Meta: Meta{ID: "s-empty", Mode: ModeEmpty}, Workspace: m.workspaceDir("s-empty")},
+	} {
+		os.MkdirAll(s.Workspace, 0o755)
+		b.Run(string(s.Mode), func(b *testing.B) {
+			for b.Loop() {
+				if err := m.guard(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package workspace
 
 import (
-	"fmt"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -222,5 +221,3 @@ func (s Source) String() string {
 	}
 	return s.Path
 }
-
-var _ fmt.Stringer = Source{}
