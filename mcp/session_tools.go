@@ -14,8 +14,8 @@ import (
 
 // SessionCreateInput is the input of session_create.
 type SessionCreateInput struct {
-	Source string `json:"source,omitempty" jsonschema:"a git URL (https, ssh, file://), a local repository or a directory on the server; omitted: an empty workspace"`
-	Mode   string `json:"mode,omitempty" jsonschema:"clone, bind (work in the directory in place) or empty; omitted: inferred (URLs and repositories are cloned, other directories bound)"`
+	Source string `json:"source,omitempty" jsonschema:"a git URL: https (over HTTP: public hosts only); ssh, git, http, file:// and paths of the server (a local repository or directory) where the server allows them; omitted: an empty workspace"`
+	Mode   string `json:"mode,omitempty" jsonschema:"clone, bind (work in a directory of the server in place; never a URL) or empty; omitted: inferred (URLs and repositories are cloned, other directories bound)"`
 	Ref    string `json:"ref,omitempty" jsonschema:"branch, tag or commit to check out (clone only); omitted: the default branch"`
 	Name   string `json:"name,omitempty" jsonschema:"a label for people, at most 100 characters"`
 }

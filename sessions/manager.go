@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // Config tunes a Manager. Zero caps mean "no cap".
@@ -27,6 +28,12 @@ type Config struct {
 	// onto the host's files, and a bound directory's owner is who the jail
 	// runs as when the server is root.
 	AllowLocalSources bool
+	// RemoteCallers says callers reach the server over HTTP with tokens:
+	// they are not the host's operator. Their clones reach https on public
+	// addresses only, never with the server's ssh keys; with
+	// AllowLocalSources on a server running as root, the local directories
+	// they name must not belong to root.
+	RemoteCallers bool
 	// IdleTimeout stops a shell unused for this long (0: never); the next
 	// command restarts it with its saved cwd and exports.
 	IdleTimeout time.Duration
@@ -66,6 +73,9 @@ type Manager struct {
 	store *Store
 	cfg   Config
 	now   func() time.Time
+	// dataReal is cfg.DataDir with its links resolved: what sources are
+	// compared with.
+	dataReal string
 
 	// mu protects the maps below. It is never held across database or
 	// disk I/O: every call of every user takes it.
@@ -95,6 +105,10 @@ type live struct {
 
 // NewManager returns a Manager over store.
 func NewManager(store *Store, cfg Config) (*Manager, error) {
+	dataReal, err := resolveDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
 	if cfg.BindDir != "" {
 		abs, err := filepath.Abs(cfg.BindDir)
 		if err != nil {
@@ -107,7 +121,12 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 		if !fi.IsDir() {
 			return nil, fmt.Errorf("workspace %s is not a directory", cfg.BindDir)
 		}
-		cfg.BindDir = abs
+		// The operator's directory is held to the rules of every bind.
+		real, err := workspace.CheckDir(abs, workspace.Policy{Local: true, DataDir: dataReal})
+		if err != nil {
+			return nil, fmt.Errorf("--workspace: %w", err)
+		}
+		cfg.BindDir = real
 	}
 	if cfg.Profile == nil {
 		cfg.Profile = sandbox.DefaultProfile
@@ -118,7 +137,7 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	if cfg.QuotaPoll <= 0 {
 		cfg.QuotaPoll = defaultQuotaPoll
 	}
-	return &Manager{store: store, cfg: cfg, now: time.Now, live: map[string]*live{},
+	return &Manager{store: store, cfg: cfg, dataReal: dataReal, now: time.Now, live: map[string]*live{},
 		known: map[string]*Session{}, defaults: map[string]string{}, creating: map[string]int{},
 		quota: quotas{m: map[string]*usage{}}, saver: newSaver(store)}, nil
 }
@@ -233,6 +252,9 @@ func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox
 	if st := s.State(); st != StateActive {
 		return nil, nil, &StateError{ID: s.ID, State: st, Action: "run"}
 	}
+	if err := m.guard(s); err != nil {
+		return nil, nil, err
+	}
 	sh, err := m.Shell(s)
 	if err != nil {
 		return nil, nil, err
@@ -276,6 +298,9 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 		if err := m.checkQuota(s, "write files"); err != nil {
 			return nil, nil, err
 		}
+	}
+	if err := m.guard(s); err != nil {
+		return nil, nil, err
 	}
 	sh, err := m.Shell(s)
 	if err != nil {

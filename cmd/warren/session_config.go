@@ -51,7 +51,9 @@ func sessionConfig(c *cli.Context, dir string) (sessions.Config, error) {
 	return sessions.Config{
 		DataDir: dir, BindDir: c.String("workspace"),
 		AllowLocalSources: c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources"),
-		IdleTimeout:       c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
+		// Token holders are not the operator: https to public hosts only.
+		RemoteCallers: c.Command.Name == "http" && c.String("auth") != "none",
+		IdleTimeout:   c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
 		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval"),
 		UserLimits:   user,
 		AuditExclude: c.StringSlice("audit-exclude"),
