@@ -102,12 +102,13 @@ func needArgs(c *cli.Context, n int, usage string) error {
 	if c.NArg() < n {
 		return cli.Exit("usage: warren task "+c.Command.Name+" [flags] "+usage, 2)
 	}
-	// urfave/cli stops reading flags at the first argument: a flag after
-	// it would silently become part of a title or a note.
+	// Known flags were taken wherever they stood (see interspersed); what
+	// looks like a flag and is left is a typo that would otherwise become
+	// part of a title or a note.
 	for _, a := range c.Args().Slice() {
 		if strings.HasPrefix(a, "--") {
-			return cli.Exit(fmt.Sprintf("%s comes after the arguments: put flags before them (warren task %s [flags] %s)",
-				a, c.Command.Name, usage), 2)
+			return cli.Exit(fmt.Sprintf("%s is not a flag of warren task %s (see 'warren task %s --help'): usage: warren task %s [flags] %s",
+				a, c.Command.Name, c.Command.Name, c.Command.Name, usage), 2)
 		}
 	}
 	return nil
