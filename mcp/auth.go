@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 //go:embed migrations/*.sql
@@ -264,38 +266,8 @@ func (s *TokenStore) Revoke(ctx context.Context, id string) error {
 	return nil
 }
 
-// migrateAuth applies the auth migrations, each in its own transaction,
-// under the shared schema_versions convention.
+// migrateAuth applies the token store's embedded migrations the database
+// does not have yet (see package sqlschema).
 func migrateAuth(ctx context.Context, db *sql.DB) error {
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_versions (
-		component TEXT PRIMARY KEY,
-		version INTEGER NOT NULL
-	)`); err != nil {
-		return fmt.Errorf("create schema_versions: %w", err)
-	}
-	body, err := authMigrations.ReadFile("migrations/001_tokens.sql")
-	if err != nil {
-		return err
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin auth migration: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	var v int
-	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_versions WHERE component = 'auth'`).Scan(&v)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("read auth schema version: %w", err)
-	}
-	if v >= 1 {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-		return fmt.Errorf("apply auth migration 001: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_versions (component, version) VALUES ('auth', 1)
-		ON CONFLICT (component) DO UPDATE SET version = excluded.version`); err != nil {
-		return fmt.Errorf("record auth schema version: %w", err)
-	}
-	return tx.Commit()
+	return sqlschema.Migrate(ctx, db, "auth", authMigrations, "migrations")
 }
