@@ -56,31 +56,13 @@ type TaskOutput struct {
 	Warning string `json:"warning,omitempty" jsonschema:"set when the change is saved but the file could not be written yet; do not retry"`
 }
 
-// TaskView is a task as the tools show it.
-type TaskView struct {
-	ID       string     `json:"id" jsonschema:"the task's stable id, e.g. T-12"`
-	Title    string     `json:"title" jsonschema:"what the task is"`
-	Status   string     `json:"status" jsonschema:"open, in_progress, blocked or done"`
-	Owner    string     `json:"owner,omitempty" jsonschema:"the user who owns the task"`
-	Link     string     `json:"link,omitempty" jsonschema:"the commit or pull request recorded on completion"`
-	Notes    []TaskNote `json:"notes" jsonschema:"the task's history, oldest first"`
-	Claim    *TaskClaim `json:"claim,omitempty" jsonschema:"the live claim on the task, if any"`
-	Conflict bool       `json:"conflict" jsonschema:"changed both in TASKS.md and on the board: changes are refused until someone settles it with 'warren task sync'"`
-}
-
-// TaskNote is one line of a task's history.
-type TaskNote struct {
-	At   string `json:"at" jsonschema:"when, UTC, RFC 3339"`
-	By   string `json:"by,omitempty" jsonschema:"who wrote it"`
-	Text string `json:"text" jsonschema:"the note"`
-}
-
-// TaskClaim is a live lease on a task.
-type TaskClaim struct {
-	User      string `json:"user" jsonschema:"the user holding the claim"`
-	SessionID string `json:"session_id" jsonschema:"the session holding the claim"`
-	ExpiresAt string `json:"expires_at" jsonschema:"when the lease ends unless renewed by claiming again (UTC, RFC 3339)"`
-}
+// TaskView, TaskNote and TaskClaim are the task as clients show it; the
+// CLI prints the same (tasks.View).
+type (
+	TaskView  = tasks.View
+	TaskNote  = tasks.NoteView
+	TaskClaim = tasks.ClaimView
+)
 
 func taskList(d *deps) Tool {
 	t := mcp.NewTool("task_list",
@@ -230,18 +212,7 @@ func taskError(err error) error {
 }
 
 // viewTask converts a board task for the tools.
-func viewTask(t tasks.Task) TaskView {
-	v := TaskView{ID: t.ID, Title: t.Title, Status: string(t.Status), Owner: t.Owner, Link: t.Link,
-		Notes: make([]TaskNote, len(t.Notes)), Conflict: t.Conflict}
-	for i, n := range t.Notes {
-		v.Notes[i] = TaskNote{At: n.At.UTC().Format(time.RFC3339), By: n.By, Text: n.Text}
-	}
-	if t.Claim != nil {
-		v.Claim = &TaskClaim{User: t.Claim.Holder.User, SessionID: t.Claim.Holder.Session,
-			ExpiresAt: t.Claim.ExpiresAt.UTC().Format(time.RFC3339)}
-	}
-	return v
-}
+func viewTask(t tasks.Task) TaskView { return tasks.ViewOf(t) }
 
 // renderTask is one line a model reads when it ignores structuredContent.
 func renderTask(v TaskView) string {

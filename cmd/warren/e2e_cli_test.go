@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,5 +67,27 @@ func TestEmptyPathStillFindsBwrap(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.Contains(string(out), "not installed") {
 		t.Fatalf("warren doctor with no PATH: %v\n%s", err, out)
+	}
+}
+
+// `warren task ls --json` prints what the task_list tool returns, field for
+// field, so a script can use either.
+func TestTaskListJSONMatchesTheTool(t *testing.T) {
+	needJail(t)
+	ws, data := jailDir(t), jailDir(t)
+	c := serveStdio(t, "--workspace", ws, "--data-dir", data)
+	c.ok("task_add", map[string]any{"title": "Same everywhere"})
+	c.ok("task_claim", map[string]any{"task_id": "T-1"})
+	c.ok("task_update", map[string]any{"task_id": "T-1", "note": "a note"})
+	tool := c.ok("task_list", nil)
+	var cli map[string]any
+	out := warren(t, "task", "ls", "--json", "--workspace", ws, "--data-dir", data)
+	if err := json.Unmarshal([]byte(out), &cli); err != nil {
+		t.Fatalf("task ls --json: %v\n%s", err, out)
+	}
+	want, _ := json.Marshal(tool["tasks"])
+	got, _ := json.Marshal(cli["tasks"])
+	if string(got) != string(want) {
+		t.Fatalf("task ls --json tasks:\n%s\nthe task_list tool:\n%s", got, want)
 	}
 }

@@ -130,7 +130,20 @@ func runTaskList(c *cli.Context) error {
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"path": e.board.Path(), "tasks": list})
+		// The task_list tool's structured output, field for field.
+		views := make([]tasks.View, len(list))
+		for i, t := range list {
+			views[i] = tasks.ViewOf(t)
+		}
+		out := struct {
+			Path    string       `json:"path"`
+			Tasks   []tasks.View `json:"tasks"`
+			Warning string       `json:"warning,omitempty"`
+		}{Path: e.board.Path(), Tasks: views}
+		if err != nil {
+			out.Warning = err.Error()
+		}
+		return enc.Encode(out)
 	}
 	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTATUS\tOWNER\tCLAIMED BY\tTITLE")
