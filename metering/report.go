@@ -79,12 +79,19 @@ func (t *Totals) add(o Totals) {
 	t.CostUSD = float64(t.CostMicros) / 1e6
 }
 
-// ReportRow is one group. Key is the session, task, client, model, user or kind ("" when the
-// records had none), or the day as YYYY-MM-DD.
+// ReportRow is one group. Key is the session, task, client, model, user or kind, or the day as
+// YYYY-MM-DD; records that had none of the dimension (tool output outside any session, model
+// usage reported without a task) are grouped under a key that says so, such as "(no task)",
+// with None set.
 type ReportRow struct {
-	Key string `json:"key"`
+	Key  string `json:"key"`
+	None bool   `json:"none,omitempty"`
 	Totals
 }
+
+// noneKey names the group of records without the dimension: a word in
+// parentheses, which no session id, task id or day can be.
+func noneKey(g GroupBy) string { return "(no " + string(g) + ")" }
 
 // Report is the result of a ReportQuery.
 type Report struct {
@@ -173,7 +180,11 @@ func (m *Meter) Report(ctx context.Context, q ReportQuery) (*Report, error) {
 			}
 			k = dayString(d)
 		}
-		rep.Rows = append(rep.Rows, ReportRow{Key: k, Totals: *t})
+		row := ReportRow{Key: k, Totals: *t}
+		if k == "" {
+			row.Key, row.None = noneKey(q.GroupBy), true
+		}
+		rep.Rows = append(rep.Rows, row)
 		rep.Total.add(*t)
 	}
 	sort.Slice(rep.Rows, func(i, j int) bool { return rep.Rows[i].Key < rep.Rows[j].Key })

@@ -115,9 +115,6 @@ func writeReportTable(out io.Writer, rep *metering.Report) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "%s\tRECORDS\tINPUT\tOUTPUT\tCACHED\tTOOL BYTES\tTOOL TOKENS\tCOST USD\t\n", rep.Query.GroupBy)
 	row := func(key string, t metering.Totals) {
-		if key == "" {
-			key = "(none)"
-		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.6f\t\n", key, t.Records, t.InputTokens, t.OutputTokens,
 			t.CachedTokens, t.ToolOutputBytes, t.ToolOutputTokens, float64(t.CostMicros)/1e6)
 	}
