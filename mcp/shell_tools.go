@@ -130,7 +130,8 @@ func shellWait(d *deps) Tool {
 			"and, once it ends, its exit code."),
 		mcp.WithInputSchema[ShellWaitInput](),
 		mcp.WithOutputSchema[ShellResult](),
-		annotations("Wait for a running command", true, false, false, false),
+		// Not read-only: a job that ends saves the session's cwd and exports.
+		annotations("Wait for a running command", false, false, false, false),
 	)
 	h := typedHandler(func(ctx context.Context, req mcp.CallToolRequest, in ShellWaitInput) (result[ShellResult], error) {
 		user, err := callerOf(ctx)

@@ -70,7 +70,9 @@ func taskList(d *deps) Tool {
 			"Hand edits of the file are merged first. A task held by someone shows its claim."),
 		mcp.WithInputSchema[TaskListInput](),
 		mcp.WithOutputSchema[TaskListOutput](),
-		annotations("List tasks", true, false, true, false),
+		// Not read-only: listing first merges hand edits of TASKS.md into
+		// the board and rewrites the file.
+		annotations("List tasks", false, false, true, false),
 	)
 	h := typedHandler(func(ctx context.Context, _ mcp.CallToolRequest, in TaskListInput) (result[TaskListOutput], error) {
 		if _, err := callerOf(ctx); err != nil {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // `--version` names the commit the binary was built from, not "dev".
@@ -89,5 +91,45 @@ func TestTaskListJSONMatchesTheTool(t *testing.T) {
 	got, _ := json.Marshal(cli["tasks"])
 	if string(got) != string(want) {
 		t.Fatalf("task ls --json tasks:\n%s\nthe task_list tool:\n%s", got, want)
+	}
+}
+
+// task_list merges a hand edit of TASKS.md into the board's database, so it
+// must not tell clients it is read-only: agents in read-only mode and
+// clients that auto-approve read-only tools rely on the hint.
+func TestTaskListWritesSoItIsNotReadOnly(t *testing.T) {
+	needJail(t)
+	ws, data := jailDir(t), jailDir(t)
+	c := serveStdio(t, "--workspace", ws, "--data-dir", data)
+	c.ok("task_add", map[string]any{"title": "First"})
+	board := filepath.Join(ws, "docs", "TASKS.md")
+	waitFor(t, "the board's first write", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(board)
+		return strings.Contains(string(b), "T-1 First")
+	})
+	f, err := os.OpenFile(board, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("- [ ] T-2 Added by hand\n")
+	f.Close()
+	c.ok("task_list", nil)
+	db, err := openDB(context.Background(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM tasks WHERE title = 'Added by hand'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("task_list did not write the hand edit into the board: %d rows, %v", n, err)
+	}
+	tools, err := c.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == "task_list" && tool.Annotations != nil && tool.Annotations.ReadOnlyHint {
+			t.Fatal("task_list writes the board but is annotated readOnlyHint: true")
+		}
 	}
 }
