@@ -28,6 +28,9 @@ type CreateOptions struct {
 	Name string
 	// Progress receives clone progress; may be nil.
 	Progress io.Writer
+	// Network is the session's network policy; nil means the server's
+	// default (see network.go).
+	Network *Network
 }
 
 func (m *Manager) workspaceDir(id string) string {
@@ -71,6 +74,10 @@ func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (
 		return nil, fmt.Errorf("%w: source %q is a path on the server's host, and this server only accepts remote git "+
 			"URLs (https, ssh, git); its operator can allow local paths with --allow-local-sources", workspace.ErrInvalid, opts.Source)
 	}
+	network, err := m.createNetwork(opts.Network)
+	if err != nil {
+		return nil, err
+	}
 	release, err := m.reserve(ctx, user)
 	if err != nil {
 		return nil, err
@@ -84,7 +91,7 @@ func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (
 		return nil, err
 	}
 	s := &Session{Meta: Meta{ID: id, Owner: user, Name: opts.Name, Mode: Mode(p.Mode), Source: p.Source,
-		Ref: opts.Ref, BaseCommit: p.Commit}, Workspace: p.Dir}
+		Ref: opts.Ref, BaseCommit: p.Commit}, Workspace: p.Dir, network: network}
 	cleanup := func() {
 		if s.Mode != ModeBind {
 			forceRemove(s.Workspace)
