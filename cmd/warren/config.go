@@ -27,6 +27,8 @@ type config struct {
 	// TasksFile is the task board; relative to the config file's
 	// directory. Empty: see boardPath.
 	TasksFile string `json:"tasks_file,omitempty"`
+	// Network is the network policy: default mode, presets, proxy limits.
+	Network networkFileConfig `json:"network"`
 
 	path string // where it was read from, for messages
 }

@@ -66,6 +66,7 @@ type services struct {
 	server   *mcp.Server
 	log      zerolog.Logger
 	dataDir  string
+	stopNet  func() // closes the egress proxy and writes its log
 }
 
 func openServices(c *cli.Context) (*services, error) {
@@ -86,13 +87,14 @@ func openServices(c *cli.Context) (*services, error) {
 		db.Close()
 		return nil, err
 	}
-	mgr, err := newSessionManager(c, store, dir)
+	mgr, stopNet, err := newSessionManager(c, store, db, dir, log)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	w, err := openWork(c, db, dir, log)
 	if err != nil {
+		stopNet()
 		db.Close()
 		return nil, err
 	}
@@ -105,10 +107,11 @@ func openServices(c *cli.Context) (*services, error) {
 		ShellYield: c.Duration("shell-yield")})
 	if err != nil {
 		w.stop()
+		stopNet()
 		db.Close()
 		return nil, err
 	}
-	return &services{db: db, sessions: mgr, work: w, server: srv, log: log, dataDir: dir}, nil
+	return &services{db: db, sessions: mgr, work: w, server: srv, log: log, dataDir: dir, stopNet: stopNet}, nil
 }
 
 func (s *services) close() {
@@ -119,6 +122,7 @@ func (s *services) close() {
 	if err := s.sessions.Close(ctx); err != nil {
 		s.log.Warn().Err(err).Msg("save sessions")
 	}
+	s.stopNet()
 	s.db.Close()
 }
 
