@@ -53,7 +53,7 @@ func allTools(d *deps) []Tool {
 	return plainOutputSchemas([]Tool{
 		shellExec(d), shellWait(d), shellKill(d),
 		readFile(d), writeFile(d), editFile(d),
-		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d),
+		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d), sessionNetworkLog(d),
 		taskList(d), taskClaim(d), taskUpdate(d), taskAdd(d),
 		usageReport(d), usageRecord(d),
 		agentRun(d),

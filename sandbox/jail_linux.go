@@ -130,6 +130,12 @@ func startJail(spec jailSpec) (*jail, error) {
 		fds.Seccomp = 5
 		extra = append(extra, secR)
 	}
+	eg, egErr := openEgress(spec.profile.Egress, 3+len(extra), &fds)
+	if egErr != nil {
+		closeAll()
+		return nil, egErr
+	}
+	extra = append(extra, eg.child...)
 	cmd := exec.Command(spec.bwrap, BwrapArgs(spec.profile, fds, "/bin/sh")...)
 	// bwrap's own init keeps bwrap's environment, visible in the jail as
 	// /proc/1/environ: give it none of the server's.
@@ -175,7 +181,15 @@ func startJail(spec jailSpec) (*jail, error) {
 		f.Close()
 	}
 	if err != nil {
+		eg.close()
 		for _, f := range []*os.File{inW, outR, errR, infoR, statR} {
+			f.Close()
+		}
+		return nil, fmt.Errorf("start jail: %w", err)
+	}
+	if err := eg.attach(); err != nil {
+		j.kill()
+		for _, f := range []*os.File{outR, errR, infoR, statR} {
 			f.Close()
 		}
 		return nil, fmt.Errorf("start jail: %w", err)

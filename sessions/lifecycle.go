@@ -28,6 +28,9 @@ type CreateOptions struct {
 	Name string
 	// Progress receives clone progress; may be nil.
 	Progress io.Writer
+	// Network is the session's network policy; nil means the server's
+	// default (see network.go).
+	Network *Network
 }
 
 func (m *Manager) workspaceDir(id string) string {
@@ -67,6 +70,10 @@ func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (
 	if len(opts.Name) > 100 || strings.IndexFunc(opts.Name, unicode.IsControl) >= 0 {
 		return nil, fmt.Errorf("%w: name must be at most 100 printable characters", workspace.ErrInvalid)
 	}
+	network, err := m.createNetwork(opts.Network)
+	if err != nil {
+		return nil, err
+	}
 	release, err := m.reserve(ctx, user)
 	if err != nil {
 		return nil, err
@@ -80,7 +87,7 @@ func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (
 		return nil, err
 	}
 	s := &Session{Meta: Meta{ID: id, Owner: user, Name: opts.Name, Mode: Mode(p.Mode), Source: p.Source,
-		Ref: opts.Ref, BaseCommit: p.Commit}, Workspace: p.Dir}
+		Ref: opts.Ref, BaseCommit: p.Commit}, Workspace: p.Dir, network: network}
 	cleanup := func() {
 		if s.Mode != ModeBind {
 			forceRemove(m.workspaceDir(id))

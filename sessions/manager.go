@@ -64,6 +64,8 @@ type Config struct {
 	// OnEnd runs after a session is archived or deleted, e.g. to release
 	// its task claims. Errors are the hook's to log.
 	OnEnd func(ctx context.Context, sessionID string)
+	// Network is the network policy: modes allowed, default, the proxy.
+	Network NetworkConfig
 }
 
 // Manager maps (user, session id) to sessions and their live shells. Shells
@@ -222,6 +224,9 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 	p.User, p.UserLimits = s.Owner, m.cfg.UserLimits
 	if m.cfg.DataDir != "" {
 		p.Home = m.homeDir(s.ID) // caches and dotfiles stay out of the workspace
+	}
+	if err := m.networkProfile(s, &p); err != nil {
+		return nil, err
 	}
 	opts := sandbox.Options{State: &state}
 	var sh *sandbox.Shell
@@ -402,6 +407,9 @@ func (m *Manager) dropShell(id string, forget bool) {
 	}
 	if forget {
 		l.sh.Close()
+		if st := m.sessionState(id); st == StateArchived || st == StateDeleted {
+			m.forgetNetwork(id)
+		}
 	} else {
 		l.sh.Stop()
 	}
@@ -430,6 +438,17 @@ func (m *Manager) Close(ctx context.Context) error {
 		l.sh.Close()
 	}
 	return m.saver.close(ctx)
+}
+
+// sessionState returns the cached state of session id ("" if unknown).
+func (m *Manager) sessionState(id string) State {
+	m.mu.Lock()
+	s := m.known[id]
+	m.mu.Unlock()
+	if s == nil {
+		return ""
+	}
+	return s.State()
 }
 
 // SetOnEnd sets Config.OnEnd after construction: serve builds the task

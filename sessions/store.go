@@ -80,6 +80,7 @@ type Session struct {
 	UpdatedAt time.Time
 	EndedAt   time.Time
 	checked   time.Time // when state was last re-read from the database
+	network   Network   // the network policy; see network.go
 }
 
 // State returns the session's lifecycle state.
@@ -105,6 +106,7 @@ type Info struct {
 	Cwd       string
 	UpdatedAt time.Time
 	EndedAt   time.Time
+	Network   Network
 }
 
 // Info returns a copy of s's metadata.
@@ -115,7 +117,11 @@ func (s *Session) Info() Info {
 	if cwd == "" {
 		cwd = sandbox.MountPoint
 	}
-	return Info{Meta: s.Meta, State: s.state, Cwd: cwd, UpdatedAt: s.UpdatedAt, EndedAt: s.EndedAt}
+	net := s.network
+	if net.Mode == "" {
+		net.Mode = NetNone
+	}
+	return Info{Meta: s.Meta, State: s.state, Cwd: cwd, UpdatedAt: s.UpdatedAt, EndedAt: s.EndedAt, Network: net}
 }
 
 // Store reads and writes sessions in SQLite.
@@ -141,7 +147,7 @@ func NewID() string {
 }
 
 const columns = `id, owner, name, mode, source, ref, base_commit, workspace, state, COALESCE(default_key, ''),
-	shell_state, created_at, updated_at, ended_at`
+	shell_state, created_at, updated_at, ended_at, network`
 
 // Create inserts s, filling its timestamps and state.
 func (st *Store) Create(ctx context.Context, s *Session) error {
@@ -159,10 +165,10 @@ func (st *Store) Create(ctx context.Context, s *Session) error {
 		key = s.DefaultKey
 	}
 	_, err = st.db.ExecContext(ctx, `INSERT INTO sessions (id, owner, name, mode, source, ref, base_commit, workspace,
-		state, default_key, shell_state, created_at, updated_at, last_used_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		state, default_key, shell_state, created_at, updated_at, last_used_at, network)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.Owner, s.Name, string(s.Mode), s.Source, s.Ref, s.BaseCommit, s.Workspace, string(s.state), key,
-		string(shell), now.UnixMilli(), now.UnixMilli(), now.UnixMilli())
+		string(shell), now.UnixMilli(), now.UnixMilli(), now.UnixMilli(), encodeNetwork(s.network))
 	if err != nil {
 		return fmt.Errorf("insert session: %w", err)
 	}
@@ -295,11 +301,15 @@ func (st *Store) one(ctx context.Context, query string, args ...any) (*Session, 
 
 func scan(rows *sql.Rows) (*Session, error) {
 	var s Session
-	var mode, state, shell string
+	var mode, state, shell, network string
 	var created, updated, ended int64
 	if err := rows.Scan(&s.ID, &s.Owner, &s.Name, &mode, &s.Source, &s.Ref, &s.BaseCommit, &s.Workspace, &state,
-		&s.DefaultKey, &shell, &created, &updated, &ended); err != nil {
+		&s.DefaultKey, &shell, &created, &updated, &ended, &network); err != nil {
 		return nil, fmt.Errorf("scan session: %w", err)
+	}
+	var err error
+	if s.network, err = decodeNetwork(network); err != nil {
+		return nil, fmt.Errorf("decode network policy of %s: %w", s.ID, err)
 	}
 	s.Mode, s.state = Mode(mode), State(state)
 	if err := json.Unmarshal([]byte(shell), &s.Shell); err != nil {

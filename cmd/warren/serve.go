@@ -68,6 +68,7 @@ type services struct {
 	server   *mcp.Server
 	log      zerolog.Logger
 	dataDir  string
+	stopNet  func() // closes the egress proxy and writes its log
 }
 
 func openServices(c *cli.Context) (*services, error) {
@@ -88,13 +89,14 @@ func openServices(c *cli.Context) (*services, error) {
 		db.Close()
 		return nil, err
 	}
-	mgr, err := newSessionManager(c, store, dir)
+	mgr, stopNet, err := newSessionManager(c, store, db, dir, log)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	w, err := openWork(c, db, dir, log)
 	if err != nil {
+		stopNet()
 		db.Close()
 		return nil, err
 	}
@@ -106,6 +108,7 @@ func openServices(c *cli.Context) (*services, error) {
 	runner, err := newAgentRunner(c, db, dir, mgr, w.meter)
 	if err != nil {
 		w.stop()
+		stopNet()
 		db.Close()
 		return nil, err
 	}
@@ -117,13 +120,14 @@ func openServices(c *cli.Context) (*services, error) {
 	srv, err := mcp.New(opts)
 	if err != nil {
 		w.stop()
+		stopNet()
 		db.Close()
 		return nil, err
 	}
 	if runner != nil {
 		runner.srv = srv
 	}
-	return &services{db: db, sessions: mgr, work: w, server: srv, log: log, dataDir: dir}, nil
+	return &services{db: db, sessions: mgr, work: w, server: srv, log: log, dataDir: dir, stopNet: stopNet}, nil
 }
 
 func (s *services) close() {
@@ -134,6 +138,7 @@ func (s *services) close() {
 	if err := s.sessions.Close(ctx); err != nil {
 		s.log.Warn().Err(err).Msg("save sessions")
 	}
+	s.stopNet()
 	s.db.Close()
 }
 
