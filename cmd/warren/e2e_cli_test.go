@@ -13,12 +13,12 @@ import (
 
 // `--version` names the commit the binary was built from, not "dev".
 func TestVersionNamesTheBuild(t *testing.T) {
-	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	head, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		t.Fatalf("git rev-parse: %v", err)
 	}
 	got := warren(t, "--version")
-	if want := string(head[:12]); !strings.Contains(got, want) {
+	if want := strings.TrimSpace(string(head)); !strings.Contains(got, want) {
 		t.Fatalf("warren --version = %q, want the commit %s in it", got, want)
 	}
 }
