@@ -142,7 +142,11 @@ func startJail(spec jailSpec) (*jail, error) {
 	cmd.Env = []string{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.ExtraFiles = extra
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: spec.cred}
+	// Setpgid: a process group of its own, so that a terminal's Ctrl-C
+	// (SIGINT to the whole foreground group, in `warren shell`) reaches
+	// warren, which interrupts only the running command, and never bwrap,
+	// whose death would restart the shell and kill its background jobs.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: spec.cred, Setpgid: true}
 	if spec.cg != nil && spec.cg.v2 {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = spec.cg.fd
