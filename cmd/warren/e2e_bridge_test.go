@@ -24,8 +24,11 @@ func TestDesktopBridgeReachesARemoteServer(t *testing.T) {
 	data := jailDir(t)
 	token := createToken(t, data, "desk")
 	srv := serveHTTP(t, "--data-dir", data)
+	// As docs/claude-desktop.md configures it: the token in the
+	// environment, not in argv, which process listings show.
 	cmd := exec.Command(bridge, srv.url, "--allow-http", "--transport", "http-only",
-		"--header", "Authorization: Bearer "+token)
+		"--header", "Authorization:${WARREN_AUTH}")
+	cmd.Env = append(os.Environ(), "WARREN_AUTH=Bearer "+token)
 	cmd.Stderr = newTestLog(t, "bridge: ")
 	c := connect(t, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second})
 	if got := c.exec("echo through-the-bridge")["stdout"]; got != "through-the-bridge\n" {
