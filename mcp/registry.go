@@ -40,9 +40,11 @@ type deps struct {
 	usage    *usageQueue     // tool-output records on their way to meter
 	jobs     *jobs
 	notes    *notifier
-	log      zerolog.Logger
-	agent    AgentRunner       // nil: the agent toolset is not served
-	srv      *server.MCPServer // for elicitation
+	// clientLevels are the log levels clients set (logging/setLevel).
+	clientLevels clientLevels
+	log          zerolog.Logger
+	agent        AgentRunner       // nil: the agent toolset is not served
+	srv          *server.MCPServer // for elicitation
 }
 
 // Registry returns every tool of this build, with handlers bound to nothing:

@@ -68,7 +68,8 @@ func New(opts Options) (*Server, error) {
 	}
 	hooks := &server.Hooks{}
 	hooks.AddAfterCallTool(newArgumentErrors(tools).afterCallTool)
-	hooks.AddOnRegisterSession(setDefaultClientLevel)
+	hooks.AddAfterSetLevel(d.clientLevels.set)
+	hooks.AddOnUnregisterSession(d.clientLevels.forget)
 	s := server.NewMCPServer("warren", version,
 		server.WithElicitation(), // agent_run asks approvals
 		server.WithToolCapabilities(false),

@@ -57,7 +57,15 @@ type usage struct {
 	// starts.
 	watching bool
 	opened   time.Time
+	// near: the session was told it uses most of its quota; cleared when
+	// usage falls back, so the next approach is told again. notice is what
+	// a client should be told and has not been yet (TakeQuotaNotice).
+	near   bool
+	notice string
 }
+
+// nearQuota is the share of the quota past which a session is warned.
+const nearQuota = 0.9
 
 func (q *quotas) get(id string) *usage {
 	q.mu.Lock()
@@ -190,11 +198,21 @@ func (m *Manager) afterCommand(s *Session, sh *sandbox.Shell) string {
 	}
 	if crossed(u) {
 		note := "warren: this command took session " + s.ID + " over its disk quota: " + m.usageText(s, u)
+		u.notice, u.near = note, true
 		if bg {
 			sh.StopAll("")
 			note += " Its background jobs were stopped (the shell restarts with the same cwd and exports)."
 		}
 		return note + " " + overAdvice
+	}
+	switch {
+	case !u.restricted && n <= q && float64(n) >= nearQuota*float64(q) && !u.near:
+		u.near = true
+		u.notice = fmt.Sprintf("warren: session %s uses %s of its %s disk quota (%d%%): delete what it no longer needs "+
+			"before commands are stopped at the quota.", s.ID, FormatBytes(n), FormatBytes(q), n*100/q)
+		return u.notice
+	case float64(n) < nearQuota*float64(q):
+		u.near = false
 	}
 	switch {
 	case u.restricted && n > q:
@@ -282,4 +300,20 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q: want a number with an optional unit, e.g. 500M or 10G", s)
 	}
 	return int64(f * float64(mult)), nil
+}
+
+// TakeQuotaNotice returns, once, what a client working in session id
+// should be told about its disk quota (nearly full, crossed), or "".
+func (m *Manager) TakeQuotaNotice(id string) string {
+	m.quota.mu.Lock()
+	u := m.quota.m[id]
+	m.quota.mu.Unlock()
+	if u == nil {
+		return ""
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := u.notice
+	u.notice = ""
+	return n
 }
