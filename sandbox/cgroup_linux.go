@@ -66,6 +66,18 @@ func sweepStale(own map[string]string) {
 	}
 }
 
+// SweepStaleCgroups removes, once per process, the cgroups left by warren
+// servers that were killed (kill -9, a crash): a server calls it when it
+// starts, so that a dead server's limits and leftovers do not wait for
+// this one's first jail. Hosts without cgroups have nothing to sweep.
+func SweepStaleCgroups() {
+	own, err := ownCgroups()
+	if err != nil || CgroupMode() == "" {
+		return
+	}
+	sweepOnce.Do(func() { sweepStale(own) })
+}
+
 // CgroupMode says how a host can bound jails: "v2", "v1" or "" for none.
 func CgroupMode() string {
 	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {

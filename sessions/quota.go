@@ -62,6 +62,9 @@ type usage struct {
 	// a client should be told and has not been yet (TakeQuotaNotice).
 	near   bool
 	notice string
+	// written is what CheckWrite let the file tools add since the last
+	// walk (see estimateLocked).
+	written int64
 }
 
 // nearQuota is the share of the quota past which a session is warned.
@@ -129,6 +132,7 @@ func (m *Manager) CheckWrite(s *Session, grow int64, what string) error {
 			"delete files first (e.g. shell_exec 'rm -rf build'), or write less",
 			what, s.ID, FormatBytes(grow), FormatBytes(n), FormatBytes(q))
 	}
+	u.written += grow
 	return nil
 }
 

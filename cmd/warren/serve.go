@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warrenhq/warren/mcp"
+	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
 )
 
@@ -84,6 +85,9 @@ func openServices(c *cli.Context) (*services, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A server killed before this one may have left cgroups (and their
+	// limits) behind: sweep them now, not at this server's first jail.
+	go sandbox.SweepStaleCgroups()
 	store, err := sessions.NewStore(c.Context, db)
 	if err != nil {
 		db.Close()
