@@ -32,7 +32,7 @@ func (d *deps) notify(ctx context.Context, level mcp.LoggingLevel, message strin
 		data[k] = v
 	}
 	err := d.notes.srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, clientLogger, data))
-	d.log.Debug().Err(err).Str("client_level", string(level)).Interface("data", data).Msg("notify client")
+	d.logFor(ctx).Debug().Err(err).Str("client_level", string(level)).Interface("data", data).Msg("notify client")
 }
 
 // notifyTools is tool middleware that tells the client about events a tool

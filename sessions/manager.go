@@ -134,6 +134,8 @@ const recheck = time.Second
 // the user's default session, created on first use. Another user's session
 // is ErrNotFound.
 func (m *Manager) Get(ctx context.Context, user, id string) (*Session, error) {
+	ctx, span := tracer.Start(ctx, "sessions.get")
+	defer span.End()
 	if id == "" {
 		return m.defaultSession(ctx, user)
 	}
@@ -291,6 +293,8 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 // Unchanged state is not written again: most commands change neither, and
 // a write per command would cost more than the command.
 func (m *Manager) SaveState(ctx context.Context, s *Session, sh *sandbox.Shell) error {
+	ctx, span := tracer.Start(ctx, "sessions.save_state")
+	defer span.End()
 	m.queueState(s, sh)
 	return m.saver.wait(ctx, s.ID)
 }

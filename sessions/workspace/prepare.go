@@ -137,6 +137,8 @@ func validRef(ref string) error {
 
 // Prepare makes the workspace described by spec.
 func Prepare(ctx context.Context, spec Spec) (Prepared, error) {
+	ctx, span := tracer.Start(ctx, "workspace.prepare")
+	defer span.End()
 	spec, err := spec.Infer()
 	if err != nil {
 		return Prepared{}, err
