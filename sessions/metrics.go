@@ -54,3 +54,36 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, n, string(st))
 	}
 }
+
+var quotaDesc = prometheus.NewDesc("warren_sessions_quota_used_ratio_max",
+	"The largest share of its disk quota any session of this server uses (last measurement; 0 without a quota).", nil, nil)
+
+// QuotaCollector returns a collector of how full the fullest session's
+// disk quota is, from the measurements the quota already makes. One
+// figure, not one per session: session ids are not labels.
+func (m *Manager) QuotaCollector() prometheus.Collector { return quotaCollector{m} }
+
+type quotaCollector struct{ m *Manager }
+
+func (c quotaCollector) Describe(ch chan<- *prometheus.Desc) { ch <- quotaDesc }
+
+func (c quotaCollector) Collect(ch chan<- prometheus.Metric) {
+	var most float64
+	if q := c.m.cfg.QuotaBytes; q > 0 {
+		c.m.quota.mu.Lock()
+		list := make([]*usage, 0, len(c.m.quota.m))
+		for _, u := range c.m.quota.m {
+			list = append(list, u)
+		}
+		c.m.quota.mu.Unlock()
+		for _, u := range list {
+			// TryLock: a walk in progress holds it for seconds; its last
+			// figure comes on the next scrape.
+			if u.mu.TryLock() {
+				most = max(most, float64(u.bytes)/float64(q))
+				u.mu.Unlock()
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(quotaDesc, prometheus.GaugeValue, most)
+}

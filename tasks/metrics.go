@@ -53,8 +53,14 @@ func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var live, expired float64
-	err := c.db.QueryRowContext(ctx, `SELECT coalesce(sum(expires_at > ?1), 0), coalesce(sum(expires_at <= ?1), 0) FROM task_claims`,
-		time.Now().UnixMilli()).Scan(&live, &expired)
+	// A data directory whose server never served a task board has no
+	// table yet: no claims.
+	var tables int
+	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'task_claims'`).Scan(&tables)
+	if err == nil && tables > 0 {
+		err = c.db.QueryRowContext(ctx, `SELECT coalesce(sum(expires_at > ?1), 0), coalesce(sum(expires_at <= ?1), 0) FROM task_claims`,
+			time.Now().UnixMilli()).Scan(&live, &expired)
+	}
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(leasesDesc, err)
 		return

@@ -27,6 +27,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			chatCommand(),
 			doctorCommand(),
+			statusCommand(),
 			shellCommand(),
 			serveCommand(),
 			sessionCommand(),
