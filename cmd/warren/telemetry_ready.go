@@ -40,7 +40,9 @@ const jailProbeTTL = 30 * time.Second
 func readiness(ctx context.Context, db *sql.DB, dir string) []readyCheck {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	checks := []readyCheck{{name: "database writable", err: dbWritable(ctx, db)}}
+	dbCtx, dbCancel := context.WithTimeout(ctx, 2*time.Second) // a lock held longer is an outage
+	checks := []readyCheck{{name: "database writable", err: dbWritable(dbCtx, db)}}
+	dbCancel()
 
 	jailProbe.mu.Lock()
 	if jailProbe.at.IsZero() || time.Since(jailProbe.at) > jailProbeTTL || jailProbe.err != nil {
