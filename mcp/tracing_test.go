@@ -90,7 +90,7 @@ func TestShellExecSpans(t *testing.T) {
 		}
 	}
 	wantParent(tool, req)
-	wantParent(get("sessions.get"), tool)
+	wantParent(get("sessions.open"), tool)
 	exec := get("sandbox.exec")
 	wantParent(exec, tool)
 	wantParent(get("sandbox.jail_start"), exec)

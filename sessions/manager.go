@@ -134,8 +134,6 @@ const recheck = time.Second
 // the user's default session, created on first use. Another user's session
 // is ErrNotFound.
 func (m *Manager) Get(ctx context.Context, user, id string) (*Session, error) {
-	ctx, span := tracer.Start(ctx, "sessions.get")
-	defer span.End()
 	if id == "" {
 		return m.defaultSession(ctx, user)
 	}
@@ -228,6 +226,8 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 // Over its disk quota the command still runs, but cannot grow the usage
 // (see quota.go): that is what lets rm free space.
 func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox.Shell, error) {
+	ctx, span := tracer.Start(ctx, "sessions.open")
+	defer span.End()
 	s, err := m.Get(ctx, user, id)
 	if err != nil {
 		return nil, nil, err
@@ -264,6 +264,8 @@ func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*S
 // jail's uid; no process starts) for the file tools. Reads work in every
 // state but deleted; writes need an active session within its quota.
 func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, *sandbox.Shell, error) {
+	ctx, span := tracer.Start(ctx, "sessions.open")
+	defer span.End()
 	s, err := m.Get(ctx, user, id)
 	if err != nil {
 		return nil, nil, err

@@ -39,6 +39,9 @@ func targets() map[string]*target {
 		"write_file/floor": {max: 1.5, why: "write_file 4 KB vs bare MCP tool taking the same argument"},
 		// sandbox: the Shell's protocol against the raw jailed sh.
 		"exec-external/floor": {max: 1.2, why: "Shell.Exec 'ls /' vs raw jailed sh"},
+		// cmd/warren BenchmarkObsOverhead: shell_exec echo hi p50 with
+		// tracing exported over OTLP and metrics served, against both off.
+		"obs-overhead": {max: 1.03, why: "shell_exec echo hi, metrics and tracing on vs off"},
 	}
 }
 
