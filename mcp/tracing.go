@@ -88,15 +88,15 @@ func (headerPropagator) Inject(ctx context.Context, h http.Header) {
 }
 
 func (headerPropagator) Extract(ctx context.Context, h http.Header) context.Context {
-	if h == nil {
-		return ctx
+	if h == nil || trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx // _meta, read first, named the parent: it is the more specific
 	}
 	return w3c.Extract(ctx, propagation.HeaderCarrier(h))
 }
 
 // metaPropagator reads and writes the trace context in a request's _meta,
-// which every transport carries (stdio has no headers). A context already
-// taken from headers is kept unless _meta names one.
+// which every transport carries (stdio has no headers). mcp-go reads _meta
+// before the headers; headerPropagator keeps what _meta named.
 type metaPropagator struct{}
 
 func (metaPropagator) InjectMeta(ctx context.Context, meta *mcp.Meta) *mcp.Meta {

@@ -35,9 +35,31 @@ var jailProbe struct {
 
 const jailProbeTTL = 30 * time.Second
 
+// lastReady keeps the last readiness result for readyEvery: /readyz needs
+// no token, and a flood of requests must not turn into a flood of write
+// locks and jail starts.
+var lastReady struct {
+	mu     sync.Mutex
+	at     time.Time
+	checks []readyCheck
+}
+
+const readyEvery = time.Second
+
 // readiness checks that the server can do its work: the database takes a
-// write lock, a jail starts, the data directory's disk is not full.
+// write lock, a jail starts, the data directory's disk is not full. The
+// result is reused for readyEvery.
 func readiness(ctx context.Context, db *sql.DB, dir string) []readyCheck {
+	lastReady.mu.Lock()
+	defer lastReady.mu.Unlock()
+	if !lastReady.at.IsZero() && time.Since(lastReady.at) < readyEvery {
+		return lastReady.checks
+	}
+	lastReady.checks, lastReady.at = checkReady(ctx, db, dir), time.Now()
+	return lastReady.checks
+}
+
+func checkReady(ctx context.Context, db *sql.DB, dir string) []readyCheck {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	dbCtx, dbCancel := context.WithTimeout(ctx, 2*time.Second) // a lock held longer is an outage
