@@ -7,7 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
 )
+
+// tracer makes the spans of board changes; without a configured provider
+// it is the global no-op.
+var tracer = otel.Tracer("github.com/warrenhq/warren/tasks")
 
 // claims counts claim attempts by result. The claim is atomic in the
 // database, so a conflict here is two agents wanting the same task.
