@@ -73,3 +73,46 @@ func TestRequestLogsCarryUserSessionAndTrace(t *testing.T) {
 		}
 	}
 }
+
+// TestStdioServesMetricsOnItsOwnAddress: 'serve stdio --metrics-addr'
+// serves /metrics (no token) and /readyz beside JSON-RPC on stdin/stdout.
+func TestStdioServesMetricsOnItsOwnAddress(t *testing.T) {
+	needJail(t)
+	cmd := exec.Command(warrenBin, "serve", "stdio", "--data-dir", jailDir(t), "--metrics-addr", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := make(chan string, 1)
+	lg := newTestLog(t, "server: ")
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ URL, Message string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "serving metrics" {
+				urls <- line.URL
+			}
+			lg.Write(append(sc.Bytes(), '\n'))
+		}
+	}()
+	c := connect(t, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second})
+	var url string
+	select {
+	case url = <-urls:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no 'serving metrics' log line")
+	}
+	c.exec("echo hi")
+	fams := scrape(t, url[:len(url)-len("/metrics")], "")
+	if v := value(fams, "warren_mcp_tool_calls_total", "tool", "shell_exec", "outcome", "ok"); v != 1 {
+		t.Errorf("shell_exec ok calls %v, want 1", v)
+	}
+	resp, err := http.Get(strings.Replace(url, "/metrics", "/readyz", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/readyz on the metrics address: %d", resp.StatusCode)
+	}
+}
