@@ -33,6 +33,12 @@ type HTTPOptions struct {
 	// zero means DefaultBodyTimeout. Responses (long SSE streams) are not
 	// bounded by it.
 	BodyTimeout time.Duration
+	// Metrics, when set, is served at /metrics behind the same Origin
+	// check and authentication as /mcp.
+	Metrics http.Handler
+	// Ready, when set, is served at /readyz without authentication, like
+	// /healthz: it says only whether the server can work, and why not.
+	Ready http.Handler
 }
 
 // DefaultBodyTimeout is how long a request body may take to arrive: the
@@ -66,6 +72,12 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	if opts.Ready != nil {
+		mux.Handle("/readyz", opts.Ready)
+	}
+	if opts.Metrics != nil {
+		mux.Handle("/metrics", checkOrigin(opts.AllowedOrigins, s.authenticate(opts, opts.Metrics)))
+	}
 	for _, p := range []string{"/register", "/authorize", "/token"} {
 		mux.HandleFunc(p, noOAuth)
 	}

@@ -44,7 +44,7 @@ func (d *deps) notify(ctx context.Context, level mcp.LoggingLevel, message strin
 		err = d.notes.srv.SendNotificationToClient(ctx, "notifications/message",
 			map[string]any{"level": level, "logger": clientLogger, "data": data})
 	}
-	d.log.Debug().Err(err).Str("client_level", string(level)).Interface("data", data).Msg("notify client")
+	d.logFor(ctx).Debug().Err(err).Str("client_level", string(level)).Interface("data", data).Msg("notify client")
 }
 
 // clientLevels remembers the level each client set with logging/setLevel.

@@ -40,6 +40,9 @@ type Options struct {
 	ShellYield time.Duration
 	// Agent runs agent_run; nil: the agent toolset is not served.
 	Agent AgentRunner
+	// Tracing turns on OpenTelemetry spans per request (tracing.go); off,
+	// nothing is traced and nothing is added to a call.
+	Tracing bool
 }
 
 // Server is warren's MCP server, ready to be served over one transport.
@@ -80,6 +83,7 @@ func New(opts Options) (*Server, error) {
 		server.WithInstructions("warren gives you a persistent, jailed /bin/sh and file tools in a workspace "+
 			"mounted at /workspace. Omit session_id to use your default session."),
 	)
+	observe(d, s, opts) // metrics.go: first, to time and trace the whole call
 	if d.meter != nil {
 		d.usage = newUsageQueue(d.meter, d.claimOf, d.log)
 		d.usage.enforce = opts.Enforce

@@ -115,7 +115,7 @@ func shellExec(d *deps) Tool {
 		if err != nil {
 			return result[ShellResult]{}, err
 		}
-		j, err := d.jobs.start(user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout})
+		j, err := d.jobs.start(ctx, user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout})
 		if err != nil {
 			return result[ShellResult]{}, err
 		}

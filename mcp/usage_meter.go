@@ -44,7 +44,7 @@ func (d *deps) enforce(ctx context.Context, user string, req mcp.CallToolRequest
 	d.usage.flush() // the output of the previous command counts
 	blocked, reason, err := d.meter.Enforced(ctx, user, session)
 	if err != nil {
-		d.log.Warn().Err(err).Str("user", user).Str("session", session).Msg("check usage thresholds")
+		d.logFor(ctx).Warn().Err(err).Str("session", session).Msg("check usage thresholds")
 		return nil
 	}
 	if !blocked {
@@ -139,7 +139,7 @@ func (d *deps) claimOf(ctx context.Context, session string) string {
 	}
 	t, ok, err := d.tasks.ClaimOf(ctx, session)
 	if err != nil {
-		d.log.Warn().Err(err).Str("session", session).Msg("find the task of a usage record")
+		d.logFor(ctx).Warn().Err(err).Str("session", session).Msg("find the task of a usage record")
 	}
 	if !ok {
 		return ""

@@ -174,6 +174,7 @@ func (m *Meter) RecordBatch(ctx context.Context, records []Record) ([]Alert, err
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit record: %w", err)
 	}
+	m.countRecorded(rows) // metrics.go
 	m.notify(fired)
 	return fired, nil
 }

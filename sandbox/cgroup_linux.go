@@ -28,7 +28,8 @@ type cgroup struct {
 	// home maps each v1 directory to the one the server thread came from,
 	// so the thread can return after starting the jail.
 	home map[string]string
-	fd   int // v2: open directory for CLONE_INTO_CGROUP
+	fd   int      // v2: open directory for CLONE_INTO_CGROUP
+	oom  oomCount // metrics.go
 }
 
 var (

@@ -173,7 +173,9 @@ func startJail(spec jailSpec) (*jail, error) {
 		if err != nil {
 			return
 		}
+		jailsLive.Inc()
 		_ = cmd.Wait()
+		jailsLive.Dec()
 		j.exitCode = exitStatus(cmd.ProcessState)
 		if spec.onExit != nil {
 			spec.onExit()

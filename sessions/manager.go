@@ -250,6 +250,8 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 // Over its disk quota the command still runs, but cannot grow the usage
 // (see quota.go): that is what lets rm free space.
 func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox.Shell, error) {
+	ctx, span := tracer.Start(ctx, "sessions.open")
+	defer span.End()
 	s, err := m.Get(ctx, user, id)
 	if err != nil {
 		return nil, nil, err
@@ -289,6 +291,8 @@ func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*S
 // jail's uid; no process starts) for the file tools. Reads work in every
 // state but deleted; writes need an active session within its quota.
 func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, *sandbox.Shell, error) {
+	ctx, span := tracer.Start(ctx, "sessions.open")
+	defer span.End()
 	s, err := m.Get(ctx, user, id)
 	if err != nil {
 		return nil, nil, err
@@ -321,6 +325,8 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 // Unchanged state is not written again: most commands change neither, and
 // a write per command would cost more than the command.
 func (m *Manager) SaveState(ctx context.Context, s *Session, sh *sandbox.Shell) error {
+	ctx, span := tracer.Start(ctx, "sessions.save_state")
+	defer span.End()
 	m.queueState(s, sh)
 	return m.saver.wait(ctx, s.ID)
 }

@@ -151,6 +151,8 @@ const columns = `id, owner, name, mode, source, ref, base_commit, workspace, sta
 
 // Create inserts s, filling its timestamps and state.
 func (st *Store) Create(ctx context.Context, s *Session) error {
+	ctx, span := tracer.Start(ctx, "sessions.db_create")
+	defer span.End()
 	now := st.Now().UTC()
 	s.CreatedAt, s.UpdatedAt = now, now
 	if s.state == "" {
@@ -244,6 +246,8 @@ func saveShell(ctx context.Context, ex execer, at time.Time, id string, state sa
 // both win. It reports whether the row changed. Archived and deleted
 // sessions lose their default_key: the user's next default is a new one.
 func (st *Store) Transition(ctx context.Context, id string, from []State, to State) (bool, time.Time, error) {
+	ctx, span := tracer.Start(ctx, "sessions.db_transition")
+	defer span.End()
 	now := st.Now().UTC()
 	q := `UPDATE sessions SET state = ?, updated_at = ?`
 	args := []any{string(to), now.UnixMilli()}

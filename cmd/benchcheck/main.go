@@ -47,6 +47,9 @@ func targets() map[string]*target {
 		// round trip: the target is today's cost, to catch it growing.
 		"exec-external/floor": {max: 1.3, why: "Shell.Exec 'ls /' vs raw jailed sh (no seccomp, no cgroup)"},
 		"exec-builtin/floor":  {max: 4.0, why: "Shell.Exec 'echo hi' vs raw jailed sh: the protocol's fixed cost"},
+		// cmd/warren BenchmarkObsOverhead: shell_exec echo hi p50 with
+		// tracing exported over OTLP and metrics served, against both off.
+		"obs-overhead": {max: 1.03, why: "shell_exec echo hi, metrics and tracing on vs off"},
 	}
 }
 

@@ -33,6 +33,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			chatCommand(),
 			doctorCommand(),
+			statusCommand(),
 			shellCommand(),
 			serveCommand(),
 			sessionCommand(),

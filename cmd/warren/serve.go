@@ -29,6 +29,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets to serve: " + strings.Join(mcp.Toolsets, ", ") + " (default all)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error (logs go to stderr)"},
 			logFormatFlag(),
+			metricsAddrFlag(),
 			&cli.DurationFlag{Name: "shell-yield", Value: mcp.DefaultYield, Usage: "how long shell_exec and shell_wait wait for a command before returning it as a running job (keep it under your clients' request timeout)"},
 		)
 	}
@@ -69,7 +70,8 @@ type services struct {
 	server   *mcp.Server
 	log      zerolog.Logger
 	dataDir  string
-	stopNet  func() // closes the egress proxy and writes its log
+	stopNet  func()     // closes the egress proxy and writes its log
+	tel      *telemetry // telemetry.go
 }
 
 func openServices(c *cli.Context) (*services, error) {
@@ -81,8 +83,13 @@ func openServices(c *cli.Context) (*services, error) {
 	if err != nil {
 		return nil, err
 	}
+	tel, err := startTelemetry(log)
+	if err != nil {
+		return nil, err
+	}
 	db, err := openDB(c.Context, dir)
 	if err != nil {
+		tel.close(log)
 		return nil, err
 	}
 	// A server killed before this one may have left cgroups (and their
@@ -117,7 +124,7 @@ func openServices(c *cli.Context) (*services, error) {
 		return nil, err
 	}
 	opts := mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: buildVersion(),
-		ShellYield: c.Duration("shell-yield")}
+		ShellYield: c.Duration("shell-yield"), Tracing: tel.stopTracing != nil}
 	if runner != nil && c.Command.Name != "chat" { // the chat's own server does not offer agent_run to its agent
 		opts.Agent = runner
 	}
@@ -131,10 +138,16 @@ func openServices(c *cli.Context) (*services, error) {
 	if runner != nil {
 		runner.srv = srv
 	}
-	return &services{db: db, sessions: mgr, work: w, server: srv, log: log, dataDir: dir, stopNet: stopNet}, nil
+	svc := &services{db: db, sessions: mgr, work: w, server: srv, log: log, dataDir: dir, tel: tel, stopNet: stopNet}
+	if err := tel.serveMetrics(c, svc); err != nil {
+		svc.close()
+		return nil, err
+	}
+	return svc, nil
 }
 
 func (s *services) close() {
+	defer s.tel.close(s.log) // last: the spans of the shutdown too
 	s.server.Close()
 	s.work.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -186,7 +199,8 @@ func runServeHTTP(c *cli.Context) error {
 	}
 	defer svc.close()
 
-	opts := mcp.HTTPOptions{LocalUser: mcp.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin"), BodyTimeout: c.Duration("body-timeout")}
+	opts := mcp.HTTPOptions{LocalUser: mcp.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin"), BodyTimeout: c.Duration("body-timeout"),
+		Metrics: svc.tel.metrics, Ready: svc.tel.ready}
 	var firstToken string
 	if authMode == "token" {
 		if opts.Tokens, err = mcp.NewTokenStore(c.Context, svc.db); err != nil {
@@ -229,7 +243,7 @@ func runServeHTTP(c *cli.Context) error {
 	}
 	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
 
-	hs := &http.Server{Handler: svc.server.HTTPHandler(opts), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := &http.Server{Handler: mcp.InstrumentHTTP(svc.server.HTTPHandler(opts)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)

@@ -46,6 +46,8 @@ var ErrNoBase = errors.New("the workspace has no base snapshot")
 // file over Limits.DiffFileBytes is compared line by line, so a diff holds
 // about maxPatch plus two such files in memory.
 func (a *Audit) Diff(ctx context.Context, dir string, maxPatch int) (Diff, error) {
+	ctx, span := tracer.Start(ctx, "workspace.diff")
+	defer span.End()
 	ref, err := a.repo.Reference(BaseRef, true)
 	if err != nil {
 		return Diff{}, ErrNoBase

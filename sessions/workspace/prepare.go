@@ -108,6 +108,8 @@ func validRef(ref string) error {
 // checked against spec.Policy and, when local, opened and resolved before
 // anything is bound or copied.
 func Prepare(ctx context.Context, spec Spec) (Prepared, error) {
+	ctx, span := tracer.Start(ctx, "workspace.prepare")
+	defer span.End()
 	if err := spec.checkMode(); err != nil {
 		return Prepared{}, err
 	}
