@@ -19,6 +19,7 @@ import (
 	"github.com/warrenhq/warren/agent/transcript"
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/sessions"
 )
 
 func chatFlags() []cli.Flag {
@@ -133,7 +134,7 @@ type chatEnv struct {
 }
 
 func openChatEnv(c *cli.Context) (*chatEnv, error) {
-	env := &chatEnv{user: mcp.LocalUser()}
+	env := &chatEnv{user: sessions.LocalUser()}
 	var closers []func()
 	env.close = func() {
 		for i := len(closers) - 1; i >= 0; i-- {

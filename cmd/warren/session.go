@@ -11,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sandbox/netproxy"
 	"github.com/warrenhq/warren/sessions"
@@ -122,7 +121,7 @@ func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
 	}
 	user := c.String("user")
 	if user == "" {
-		user = mcp.LocalUser()
+		user = sessions.LocalUser()
 	}
 	return &sessionEnv{db: db, mgr: mgr, user: user, stopNet: stopNet}, nil
 }
@@ -248,7 +247,7 @@ func runSessionNetLog(c *cli.Context) error {
 	}
 	for _, d := range list {
 		// Hosts and reasons come from the jail's requests: print them plain.
-		fmt.Fprintln(c.App.Writer, plainText(mcp.RenderDecision(d.Time, d.Method, d.Host, int(d.Port), d.Allowed, d.Reason, d.BytesUp, d.BytesDown)))
+		fmt.Fprintln(c.App.Writer, plainText(sessions.DecisionLine(d)))
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
 	"github.com/warrenhq/warren/sandbox"
 )
 
