@@ -79,7 +79,7 @@ func runUsageReport(c *cli.Context) error {
 	}
 	q, err := metering.ParseReportQuery(c.String("group-by"), c.String("since"), c.String("until"))
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return err // invalid: exits 2 (see exitCode)
 	}
 	if q.User, err = usageUser(c); err != nil {
 		return err
