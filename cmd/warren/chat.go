@@ -373,7 +373,7 @@ func readLine(in io.Reader) (string, error) {
 			b = append(b, one[0])
 		}
 		if err != nil {
-			if len(b) > 0 && err == io.EOF {
+			if len(b) > 0 && errors.Is(err, io.EOF) {
 				return string(b), nil
 			}
 			return string(b), err

@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -141,7 +142,7 @@ func sessionArg(c *cli.Context) (string, error) {
 }
 
 func notFound(err error, user, id string) error {
-	if err == sessions.ErrNotFound {
+	if errors.Is(err, sessions.ErrNotFound) {
 		return fmt.Errorf("session %s not found among %s's sessions (pass --user for another user's)", id, user)
 	}
 	return err
