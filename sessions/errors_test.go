@@ -16,12 +16,7 @@ import (
 // callers still tell it apart by its code (and, as before, ErrInvalid).
 func TestSessionInputErrorsDoNotBlameTheWorkspace(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
-	m := newManager(t, openDB(t, data), Config{DataDir: data})
-	s, err := m.Create(ctx, "alice", CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, s := aliceSession(t)
 	_, nameErr := m.Create(ctx, "alice", CreateOptions{Name: strings.Repeat("n", 101)})
 	_, actionErr := m.Control(ctx, "alice", s.ID, "explode")
 	_, netErr := m.Create(ctx, "alice", CreateOptions{Network: &Network{Mode: NetNone, Allow: []string{"npm"}}})
@@ -47,12 +42,7 @@ func TestSessionInputErrorsDoNotBlameTheWorkspace(t *testing.T) {
 // Each kind of refusal carries the code a caller switches on.
 func TestSessionErrorsCarryCodes(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
-	m := newManager(t, openDB(t, data), Config{DataDir: data})
-	s, err := m.Create(ctx, "alice", CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, s := aliceSession(t)
 	_, notFound := m.Get(ctx, "bob", s.ID)
 	_, paused := m.Pause(ctx, "alice", s.ID)
 	_, again := m.Pause(ctx, "alice", s.ID)
@@ -73,4 +63,16 @@ func TestSessionErrorsCarryCodes(t *testing.T) {
 	if !errors.Is(notFound, ErrNotFound) || !errors.Is(again, ErrInvalidTransition) {
 		t.Errorf("sentinels no longer match: %v, %v", notFound, again)
 	}
+}
+
+// aliceSession is a manager with one empty session of alice's.
+func aliceSession(t *testing.T) (*Manager, *Session) {
+	t.Helper()
+	data := t.TempDir()
+	m := newManager(t, openDB(t, data), Config{DataDir: data})
+	s, err := m.Create(context.Background(), "alice", CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
 }
