@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -55,6 +56,8 @@ func TestSessionErrorsCarryCodes(t *testing.T) {
 		{again, errs.Conflict},
 		{busy(s.ID, "pause"), errs.Busy},
 		{limitf("too many"), errs.Limit},
+		{&NotSavedError{}, errs.Unavailable},
+		{fmt.Errorf("diff: %w", workspace.ErrNoBase), errs.Conflict},
 	} {
 		if got := errs.CodeOf(c.err); got != c.want {
 			t.Errorf("%v: code %q, want %q", c.err, got, c.want)

@@ -99,8 +99,8 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // ErrorCode implements errs.Coder.
 func (e *ConflictError) ErrorCode() Code { return CodeConflict }
 
-// ErrorCode returns the code of a board error, or "" for other errors
-// (which are internal: I/O, database).
+// ErrorCode returns the code of a coded error (package errs), such as the
+// board's, or "" for others (which are internal: I/O, database).
 func ErrorCode(err error) Code {
 	if c := errs.CodeOf(err); c != errs.Internal {
 		return c
