@@ -54,18 +54,11 @@ func (e *StateError) ErrorCode() errs.Code { return errs.Conflict }
 // shells, disk quota).
 var ErrLimit = errs.New(errs.Limit, "session limit reached")
 
-// LimitError says which cap refused an action and what to do.
-type LimitError struct{ Msg string }
-
-func (e *LimitError) Error() string { return e.Msg }
-
-// Is makes errors.Is(err, ErrLimit) true for a LimitError.
-func (e *LimitError) Is(target error) bool { return target == ErrLimit }
-
-// ErrorCode implements errs.Coder.
-func (e *LimitError) ErrorCode() errs.Code { return errs.Limit }
-
-func limitf(format string, a ...any) error { return &LimitError{Msg: fmt.Sprintf(format, a...)} }
+// limitf refuses an action by a cap: the message says which cap and what
+// to do; errors.Is(err, ErrLimit) is true.
+func limitf(format string, a ...any) error {
+	return errs.Wrap(errs.Limit, ErrLimit, fmt.Sprintf(format, a...))
+}
 
 // ErrBusy is returned when a lifecycle action would cut a running command.
 var ErrBusy = errs.New(errs.Busy, "session is running a command")

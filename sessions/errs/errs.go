@@ -3,11 +3,12 @@
 // from it, the CLI an exit status, the agent and the console what to show)
 // and a message a person can act on: what went wrong and what to do next.
 //
-// A package either returns an *Error (Errorf, New for sentinels) or gives
-// its own typed error (with fields a caller needs, such as a task's holder)
-// an ErrorCode method; CodeOf finds the code anywhere in the chain. Match a
-// particular condition with errors.Is on the package's sentinel, never with
-// == or by comparing text.
+// A package declares its sentinels with New and returns them wrapped
+// (fmt.Errorf("step: %w", ErrX), or Wrap to give a sentinel's match a
+// message of its own), or gives its own typed error (with fields a caller
+// needs, such as a task's holder) an ErrorCode method; CodeOf finds the
+// code anywhere in the chain. Match a particular condition with errors.Is
+// on the package's sentinel, never with == or by comparing text.
 //
 // It lives under sessions only because the repository's top level is
 // fixed; it imports nothing but the standard library, and every package
@@ -16,7 +17,6 @@ package errs
 
 import (
 	"errors"
-	"fmt"
 )
 
 // Code classifies an error for the boundaries that translate it.
@@ -62,15 +62,9 @@ func (e *Error) ErrorCode() Code { return e.Code }
 // matched with errors.Is by identity and wrapped with %w by its callers.
 func New(code Code, msg string) *Error { return &Error{Code: code, Msg: msg} }
 
-// Errorf returns a coded error formatted as fmt.Errorf formats; a %w verb
-// wraps its operand for errors.Is, as with fmt.Errorf.
-func Errorf(code Code, format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
-	return &Error{Code: code, Msg: err.Error(), Err: errors.Unwrap(err)}
-}
-
-// Wrap returns err, still matching what it matched, with code given to it
-// and msg as its whole message.
+// Wrap returns an error with code and msg as its whole message that still
+// matches err (errors.Is, errors.As): a refusal with a message of its own
+// that callers find by the sentinel err.
 func Wrap(code Code, err error, msg string) error { return &Error{Code: code, Msg: msg, Err: err} }
 
 // CodeOf returns the code of the first coded error in err's chain,
