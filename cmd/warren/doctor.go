@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
-
 	"github.com/warrenhq/warren/sandbox"
 )
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-
 	"github.com/warrenhq/warren/sandbox"
 )
 
