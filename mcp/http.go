@@ -17,13 +17,15 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/warrenhq/warren/mcp/tokens"
 )
 
 // HTTPOptions configure the streamable HTTP transport.
 type HTTPOptions struct {
 	// Tokens authenticates bearer tokens; nil serves everyone as LocalUser
 	// (--auth none, loopback only).
-	Tokens *TokenStore
+	Tokens *tokens.Store
 	// LocalUser is the user of every request when Tokens is nil.
 	LocalUser string
 	// AllowedOrigins lists extra browser origins (scheme://host:port)
@@ -167,7 +169,7 @@ func (s *Server) authenticate(opts HTTPOptions, next http.Handler) http.Handler 
 			user, err = opts.Tokens.Authenticate(r.Context(), tok)
 		}
 		if !ok || err != nil {
-			if err != nil && err != ErrBadToken {
+			if err != nil && !errors.Is(err, tokens.ErrBadToken) {
 				s.deps.log.Error().Err(err).Msg("authenticate")
 			}
 			challenge := `Bearer realm="warren"`

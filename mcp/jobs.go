@@ -21,7 +21,7 @@ type job struct {
 	id      string
 	owner   string
 	session *sessions.Session
-	shell   *sandbox.Shell
+	shell   sessions.Runner
 	command string
 	opts    sandbox.ExecOptions
 	ctx     context.Context
@@ -120,7 +120,7 @@ func newJobs() *jobs {
 
 // start queues a command in its session and returns its job, or refuses it
 // with a *busyError. reqCtx is the request's, for its trace.
-func (js *jobs) start(reqCtx context.Context, owner string, s *sessions.Session, sh *sandbox.Shell, command string, opts sandbox.ExecOptions) (*job, error) {
+func (js *jobs) start(reqCtx context.Context, owner string, s *sessions.Session, sh sessions.Runner, command string, opts sandbox.ExecOptions) (*job, error) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	js.pruneLocked()

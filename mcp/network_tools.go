@@ -96,7 +96,7 @@ func sessionNetworkLog(d *deps) Tool {
 			v := NetworkDecision{Time: x.Time.Format(time.RFC3339), Method: x.Method, Host: x.Host, Port: int(x.Port),
 				Allowed: x.Allowed, Reason: x.Reason, Status: x.Status, BytesUp: x.BytesUp, BytesDown: x.BytesDown}
 			out.Decisions = append(out.Decisions, v)
-			b.WriteString(RenderDecision(x.Time, x.Method, x.Host, int(x.Port), x.Allowed, x.Reason, x.BytesUp, x.BytesDown) + "\n")
+			b.WriteString(sessions.DecisionLine(x) + "\n")
 		}
 		if len(list) == 0 {
 			b.WriteString("no network activity recorded\n")
@@ -104,12 +104,4 @@ func sessionNetworkLog(d *deps) Tool {
 		return result[NetworkLogOutput]{Out: out, Text: b.String()}, nil
 	})
 	return Tool{Toolset: "sessions", Tool: t, Handler: h}
-}
-
-// RenderDecision renders one proxy decision as a line (the tool and the CLI).
-func RenderDecision(at time.Time, method, host string, port int, allowed bool, reason string, up, down int64) string {
-	if !allowed {
-		return fmt.Sprintf("%s DENY  %-7s %s:%d  %s", at.Local().Format("15:04:05"), method, host, port, reason)
-	}
-	return fmt.Sprintf("%s ALLOW %-7s %s:%d  %d B up, %d B down", at.Local().Format("15:04:05"), method, host, port, up, down)
 }

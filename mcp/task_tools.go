@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -80,7 +79,7 @@ func taskList(d *deps) Tool {
 		}
 		list, err := d.tasks.List(ctx, tasks.Filter{Status: tasks.Status(in.Status), Owner: in.Owner})
 		if err != nil && (list == nil || !errors.Is(err, tasks.ErrNotWritten)) {
-			return result[TaskListOutput]{}, taskError(err)
+			return result[TaskListOutput]{}, err
 		}
 		out := TaskListOutput{Path: d.tasks.Path(), Tasks: make([]TaskView, len(list))}
 		if err != nil {
@@ -181,7 +180,7 @@ func taskResult(task tasks.Task, err error, verb string) (result[TaskOutput], er
 	out := TaskOutput{}
 	if err != nil {
 		if !errors.Is(err, tasks.ErrNotWritten) || task.ID == "" {
-			return result[TaskOutput]{}, taskError(err)
+			return result[TaskOutput]{}, err
 		}
 		out.Warning = err.Error()
 	}
@@ -191,26 +190,6 @@ func taskResult(task tasks.Task, err error, verb string) (result[TaskOutput], er
 		text += "\nwarning: " + out.Warning
 	}
 	return result[TaskOutput]{Out: out, Text: text}, nil
-}
-
-// taskError says what to do about a board error.
-func taskError(err error) error {
-	var claimed *tasks.ClaimedError
-	if errors.As(err, &claimed) {
-		return errorf("%s is claimed by %s until %s: pick another task (task_list {\"status\":\"open\"}), or wait until the lease ends",
-			claimed.TaskID, claimed.Holder, claimed.Until.UTC().Format(time.RFC3339))
-	}
-	switch tasks.ErrorCode(err) {
-	case tasks.CodeNotFound:
-		return errorf("%v: list the tasks with task_list", err)
-	case tasks.CodeInvalid:
-		return errorf("%v", err)
-	case tasks.CodeConflict:
-		return errorf("%v (edit TASKS.md, or run 'warren task sync --keep-file ID' or '--keep-board ID')", err)
-	case tasks.CodeClaimed:
-		return errorf("%v: claim it with task_claim first (a claim you held may have expired)", err)
-	}
-	return err
 }
 
 // viewTask converts a board task for the tools.

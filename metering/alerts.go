@@ -3,6 +3,7 @@ package metering
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -112,7 +113,7 @@ func (m *Meter) fire(ctx context.Context, q querier, t threshold, k checkKey) (*
 	if err == nil {
 		return nil, nil
 	}
-	if err != sql.ErrNoRows {
+	if !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("look up alert: %w", err)
 	}
 	v, err := value(ctx, q, t, k)

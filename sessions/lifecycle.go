@@ -68,7 +68,7 @@ func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (
 		return nil, fmt.Errorf("create session: no data directory configured")
 	}
 	if len(opts.Name) > 100 || strings.IndexFunc(opts.Name, unicode.IsControl) >= 0 {
-		return nil, fmt.Errorf("%w: name must be at most 100 printable characters", workspace.ErrInvalid)
+		return nil, invalidf("name must be at most 100 printable characters")
 	}
 	network, err := m.createNetwork(opts.Network)
 	if err != nil {
@@ -178,7 +178,7 @@ func (m *Manager) Control(ctx context.Context, user, id, action string) (*Sessio
 	case "delete":
 		return m.Delete(ctx, user, id)
 	}
-	return nil, fmt.Errorf("%w: action %q: use pause, resume, archive or delete", workspace.ErrInvalid, action)
+	return nil, invalidf("action %q: use pause, resume, archive or delete", action)
 }
 
 // transition moves s to `to` if it is in one of from, in the database and

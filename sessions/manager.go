@@ -14,6 +14,9 @@ import (
 
 // Config tunes a Manager. Zero caps mean "no cap".
 type Config struct {
+	// NewRunner makes each session's runner (see Runner); nil runs
+	// sessions in local bwrap jails (LocalRunner).
+	NewRunner NewRunner
 	// DataDir holds workspaces/<id> and audit/<id>.git.
 	DataDir string
 	// BindDir, when set, is the directory every user's default session is
@@ -101,7 +104,7 @@ type Manager struct {
 
 // live is a session's shell object and when it was last handed out.
 type live struct {
-	sh       *sandbox.Shell
+	sh       Runner
 	lastUsed time.Time
 }
 
@@ -211,7 +214,7 @@ func (m *Manager) remember(s *Session) *Session {
 // Shell returns the live shell of session s, creating it (without starting
 // a process) with the session's saved state. An archived session's shell
 // binds its workspace read-only, but Open refuses to run it at all.
-func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
+func (m *Manager) Shell(s *Session) (Runner, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if l, ok := m.live[s.ID]; ok {
@@ -229,7 +232,7 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 		return nil, err
 	}
 	opts := sandbox.Options{State: &state}
-	var sh *sandbox.Shell
+	var sh Runner
 	if q := m.cfg.QuotaBytes; q > 0 {
 		// No file may outgrow the quota: the kernel stops it there.
 		if s.Mode != ModeBind && (p.Limits.FileSizeBytes <= 0 || p.Limits.FileSizeBytes > q) {
@@ -237,7 +240,11 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 		}
 		opts.AfterCommand = func() string { return m.afterCommand(s, sh) }
 	}
-	sh, err := sandbox.NewShell(p, opts)
+	newRunner := m.cfg.NewRunner
+	if newRunner == nil {
+		newRunner = LocalRunner
+	}
+	sh, err := newRunner(p, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start shell of session %s: %w", s.ID, err)
 	}
@@ -249,7 +256,7 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 // session must be active, and room is made under the running-shells cap.
 // Over its disk quota the command still runs, but cannot grow the usage
 // (see quota.go): that is what lets rm free space.
-func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox.Shell, error) {
+func (m *Manager) Open(ctx context.Context, user, id string) (*Session, Runner, error) {
 	ctx, span := tracer.Start(ctx, "sessions.open")
 	defer span.End()
 	s, err := m.Get(ctx, user, id)
@@ -283,14 +290,14 @@ func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox
 // OpenCommand is Open. The command is not looked at: no word in it could
 // be trusted (an exported PATH makes "rm" anything), so every command gets
 // the same rules.
-func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*Session, *sandbox.Shell, error) {
+func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*Session, Runner, error) {
 	return m.Open(ctx, user, id)
 }
 
 // OpenFiles returns user's session and its shell object (to learn the
 // jail's uid; no process starts) for the file tools. Reads work in every
 // state but deleted; writes need an active session within its quota.
-func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, *sandbox.Shell, error) {
+func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, Runner, error) {
 	ctx, span := tracer.Start(ctx, "sessions.open")
 	defer span.End()
 	s, err := m.Get(ctx, user, id)
@@ -324,7 +331,7 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 // the state is written later, retried until the database takes it.
 // Unchanged state is not written again: most commands change neither, and
 // a write per command would cost more than the command.
-func (m *Manager) SaveState(ctx context.Context, s *Session, sh *sandbox.Shell) error {
+func (m *Manager) SaveState(ctx context.Context, s *Session, sh Runner) error {
 	ctx, span := tracer.Start(ctx, "sessions.save_state")
 	defer span.End()
 	m.queueState(s, sh)
@@ -333,10 +340,10 @@ func (m *Manager) SaveState(ctx context.Context, s *Session, sh *sandbox.Shell) 
 
 // QueueState hands the shell's state to the saver when it changed, and
 // returns at once: for a command whose result nobody waits for.
-func (m *Manager) QueueState(s *Session, sh *sandbox.Shell) { m.queueState(s, sh) }
+func (m *Manager) QueueState(s *Session, sh Runner) { m.queueState(s, sh) }
 
 // queueState hands the shell's state to the saver when it changed.
-func (m *Manager) queueState(s *Session, sh *sandbox.Shell) {
+func (m *Manager) queueState(s *Session, sh Runner) {
 	m.mu.Lock()
 	if l := m.live[s.ID]; l != nil {
 		l.lastUsed = m.now() // a long command ends now: idle from here

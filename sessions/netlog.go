@@ -194,3 +194,13 @@ func (st *Store) NetworkLogOf(ctx context.Context, user, id string, limit int) (
 	}
 	return st.networkLog(ctx, id, limit)
 }
+
+// DecisionLine renders one proxy decision as the line that the
+// network_log tool and 'warren session net-log' print.
+func DecisionLine(d netproxy.Decision) string {
+	at := d.Time.Local().Format("15:04:05")
+	if !d.Allowed {
+		return fmt.Sprintf("%s DENY  %-7s %s:%d  %s", at, d.Method, d.Host, d.Port, d.Reason)
+	}
+	return fmt.Sprintf("%s ALLOW %-7s %s:%d  %d B up, %d B down", at, d.Method, d.Host, d.Port, d.BytesUp, d.BytesDown)
+}

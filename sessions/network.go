@@ -8,7 +8,6 @@ import (
 
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sandbox/netproxy"
-	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // NetworkMode is how a session's jail reaches the network.
@@ -66,28 +65,28 @@ func (m *Manager) normalizeNetwork(n Network) (Network, []netproxy.Rule, error) 
 	switch n.Mode {
 	case NetNone:
 		if len(n.Allow) > 0 {
-			return n, nil, fmt.Errorf("%w: network mode none takes no allowlist: use mode allowlist", workspace.ErrInvalid)
+			return n, nil, invalidf("network mode none takes no allowlist: use mode allowlist")
 		}
 		return Network{Mode: NetNone}, nil, nil
 	case NetHost:
 		if !m.cfg.Network.AllowHost {
-			return n, nil, fmt.Errorf("%w: network mode host (the server's whole network) is not allowed on this server; "+
-				"use mode allowlist with the hosts you need, or ask its operator to start it with --allow-host-network", workspace.ErrInvalid)
+			return n, nil, invalidf("network mode host (the server's whole network) is not allowed on this server; " +
+				"use mode allowlist with the hosts you need, or ask its operator to start it with --allow-host-network")
 		}
 		return Network{Mode: NetHost}, nil, nil
 	case NetAllowlist:
 		if m.cfg.Network.Proxy == nil {
-			return n, nil, fmt.Errorf("%w: network mode allowlist is not available on this server (no egress proxy)", workspace.ErrInvalid)
+			return n, nil, invalidf("network mode allowlist is not available on this server (no egress proxy)")
 		}
 		rules, err := netproxy.Expand(n.Allow, m.cfg.Network.Presets)
 		if err != nil {
-			return n, nil, fmt.Errorf("%w: %v", workspace.ErrInvalid, err)
+			return n, nil, invalidf("%v", err)
 		}
 		allow := slices.Clone(n.Allow)
 		slices.Sort(allow)
 		return Network{Mode: NetAllowlist, Allow: slices.Compact(allow)}, rules, nil
 	}
-	return n, nil, fmt.Errorf("%w: network mode %q: use none, allowlist or host", workspace.ErrInvalid, n.Mode)
+	return n, nil, invalidf("network mode %q: use none, allowlist or host", n.Mode)
 }
 
 // networkProfile applies s's network policy to its jail profile.

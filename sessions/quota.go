@@ -5,8 +5,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/warrenhq/warren/sandbox"
 )
 
 // The disk quota bounds what a session's workspace and home use together
@@ -139,7 +137,7 @@ func (m *Manager) CheckWrite(s *Session, grow int64, what string) error {
 // startCommand sets the quota up for a command about to run in s: the
 // limit the watcher enforces, the file-size cap the kernel enforces, and
 // a running watcher.
-func (m *Manager) startCommand(s *Session, sh *sandbox.Shell) error {
+func (m *Manager) startCommand(s *Session, sh Runner) error {
 	q := m.cfg.QuotaBytes
 	if q <= 0 {
 		return nil
@@ -184,7 +182,7 @@ func (m *Manager) startCommand(s *Session, sh *sandbox.Shell) error {
 // Options.AfterCommand): it measures the usage and returns what the
 // command's result must say about the quota. A command that crossed the
 // limit has its background jobs stopped too.
-func (m *Manager) afterCommand(s *Session, sh *sandbox.Shell) string {
+func (m *Manager) afterCommand(s *Session, sh Runner) string {
 	q := m.cfg.QuotaBytes
 	u := m.quota.get(s.ID)
 	u.mu.Lock()

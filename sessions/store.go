@@ -18,11 +18,12 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // ErrNotFound is returned for a session that does not exist or belongs to
 // another user: the two are indistinguishable so that ids do not leak.
-var ErrNotFound = errors.New("session not found")
+var ErrNotFound = errs.New(errs.NotFound, "session not found")
 
 // Mode says how a session's workspace was made.
 type Mode string

@@ -19,6 +19,7 @@ import (
 	"github.com/warrenhq/warren/agent/transcript"
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/sessions"
 )
 
 func chatFlags() []cli.Flag {
@@ -133,7 +134,7 @@ type chatEnv struct {
 }
 
 func openChatEnv(c *cli.Context) (*chatEnv, error) {
-	env := &chatEnv{user: mcp.LocalUser()}
+	env := &chatEnv{user: sessions.LocalUser()}
 	var closers []func()
 	env.close = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -372,7 +373,7 @@ func readLine(in io.Reader) (string, error) {
 			b = append(b, one[0])
 		}
 		if err != nil {
-			if len(b) > 0 && err == io.EOF {
+			if len(b) > 0 && errors.Is(err, io.EOF) {
 				return string(b), nil
 			}
 			return string(b), err

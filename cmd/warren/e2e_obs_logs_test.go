@@ -13,8 +13,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/warrenhq/warren/mcp"
+	"github.com/warrenhq/warren/sessions"
 )
 
 // TestRequestLogsCarryUserSessionAndTrace: with tracing on, the log line
@@ -64,8 +63,8 @@ func TestRequestLogsCarryUserSessionAndTrace(t *testing.T) {
 				continue
 			}
 			found = true
-			if line["user"] != mcp.LocalUser() || line["session"] != session || line["trace_id"] != traceID {
-				t.Errorf("tool call log line %v: want user %s, session %s, trace_id %s", line, mcp.LocalUser(), session, traceID)
+			if line["user"] != sessions.LocalUser() || line["session"] != session || line["trace_id"] != traceID {
+				t.Errorf("tool call log line %v: want user %s, session %s, trace_id %s", line, sessions.LocalUser(), session, traceID)
 			}
 		}
 		if !found {

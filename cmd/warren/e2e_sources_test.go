@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/sessions"
 )
 
@@ -163,7 +162,7 @@ func TestAStoredSystemWorkspaceIsRefusedByEveryTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := sessions.NewID()
-	row := &sessions.Session{Meta: sessions.Meta{ID: id, Owner: mcp.LocalUser(), Mode: sessions.ModeBind,
+	row := &sessions.Session{Meta: sessions.Meta{ID: id, Owner: sessions.LocalUser(), Mode: sessions.ModeBind,
 		Source: "/usr/share"}, Workspace: "/usr/share"}
 	if err := store.Create(ctx, row); err != nil {
 		t.Fatal(err)

@@ -3,12 +3,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/warrenhq/warren/sandbox/netproxy"
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 func main() {
@@ -46,11 +48,22 @@ func newApp() *cli.App {
 	}
 }
 
-// exitCode maps an error to the process exit status: a cli.ExitCoder keeps
-// its own code, anything else is 1.
+// exitCode maps an error to the process exit status, in one place: a
+// cli.ExitCoder keeps its own code; a domain error's code (package errs)
+// picks one from exitStatus; anything else is 1.
 func exitCode(err error) int {
-	if ec, ok := err.(cli.ExitCoder); ok {
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
 		return ec.ExitCode()
 	}
-	return 1
+	if code, ok := exitStatus[errs.CodeOf(err)]; ok {
+		return code
+	}
+	return exitError
+}
+
+// exitStatus is the exit status of each error code that does not exit 1:
+// input the user can correct exits 2, as a usage error does.
+var exitStatus = map[errs.Code]int{
+	errs.Invalid: exitUsage,
 }

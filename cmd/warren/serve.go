@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warrenhq/warren/mcp"
+	"github.com/warrenhq/warren/mcp/tokens"
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
 )
@@ -167,7 +168,7 @@ func runServeStdio(c *cli.Context) error {
 	defer svc.close()
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	user := mcp.LocalUser()
+	user := sessions.LocalUser()
 	svc.log.Info().Str("user", user).Str("workspace", c.String("workspace")).Msg("serving MCP on stdio")
 	if isTerminal(os.Stdin) {
 		stdioHint(os.Stderr, c.String("workspace"))
@@ -199,11 +200,11 @@ func runServeHTTP(c *cli.Context) error {
 	}
 	defer svc.close()
 
-	opts := mcp.HTTPOptions{LocalUser: mcp.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin"), BodyTimeout: c.Duration("body-timeout"),
+	opts := mcp.HTTPOptions{LocalUser: sessions.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin"), BodyTimeout: c.Duration("body-timeout"),
 		Metrics: svc.tel.metrics, Ready: svc.tel.ready}
 	var firstToken string
 	if authMode == "token" {
-		if opts.Tokens, err = mcp.NewTokenStore(c.Context, svc.db); err != nil {
+		if opts.Tokens, err = tokens.Open(c.Context, svc.db); err != nil {
 			return err
 		}
 		defer func() { // before svc.close closes the database

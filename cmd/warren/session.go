@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sandbox/netproxy"
 	"github.com/warrenhq/warren/sessions"
@@ -122,7 +122,7 @@ func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
 	}
 	user := c.String("user")
 	if user == "" {
-		user = mcp.LocalUser()
+		user = sessions.LocalUser()
 	}
 	return &sessionEnv{db: db, mgr: mgr, user: user, stopNet: stopNet}, nil
 }
@@ -142,7 +142,7 @@ func sessionArg(c *cli.Context) (string, error) {
 }
 
 func notFound(err error, user, id string) error {
-	if err == sessions.ErrNotFound {
+	if errors.Is(err, sessions.ErrNotFound) {
 		return fmt.Errorf("session %s not found among %s's sessions (pass --user for another user's)", id, user)
 	}
 	return err
@@ -248,7 +248,7 @@ func runSessionNetLog(c *cli.Context) error {
 	}
 	for _, d := range list {
 		// Hosts and reasons come from the jail's requests: print them plain.
-		fmt.Fprintln(c.App.Writer, plainText(mcp.RenderDecision(d.Time, d.Method, d.Host, int(d.Port), d.Allowed, d.Reason, d.BytesUp, d.BytesDown)))
+		fmt.Fprintln(c.App.Writer, plainText(sessions.DecisionLine(d)))
 	}
 	return nil
 }

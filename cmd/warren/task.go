@@ -12,7 +12,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/tasks"
 )
@@ -78,7 +77,7 @@ func (e *taskEnv) close() {
 // holder is the local user in --session or their default session: the
 // same session 'serve stdio' (with the same --workspace) works in.
 func (e *taskEnv) holder(c *cli.Context) (tasks.Holder, error) {
-	user := mcp.LocalUser()
+	user := sessions.LocalUser()
 	store, err := sessions.NewStore(c.Context, e.db)
 	if err != nil {
 		return tasks.Holder{}, err

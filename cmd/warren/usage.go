@@ -11,8 +11,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/sessions"
 )
 
 func usageCommand() *cli.Command {
@@ -69,7 +69,7 @@ func usageUser(c *cli.Context) (string, error) {
 	if u := c.String("user"); u != "" {
 		return u, nil
 	}
-	return mcp.LocalUser(), nil
+	return sessions.LocalUser(), nil
 }
 
 func runUsageReport(c *cli.Context) error {
@@ -77,9 +77,9 @@ func runUsageReport(c *cli.Context) error {
 	if format != "table" && format != metering.FormatJSON && format != metering.FormatCSV {
 		return cli.Exit(fmt.Sprintf("--format %q: want table, json or csv", format), 2)
 	}
-	q, err := mcp.ReportQuery(c.String("group-by"), c.String("since"), c.String("until"))
+	q, err := metering.ParseReportQuery(c.String("group-by"), c.String("since"), c.String("until"))
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return err // invalid: exits 2 (see exitCode)
 	}
 	if q.User, err = usageUser(c); err != nil {
 		return err

@@ -11,11 +11,12 @@ package workspace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // Mode says how a workspace is made.
@@ -64,7 +65,7 @@ type Prepared struct {
 }
 
 // ErrInvalid marks a bad Spec; the message says what is wrong.
-var ErrInvalid = errors.New("invalid workspace")
+var ErrInvalid = errs.New(errs.Invalid, "invalid workspace")
 
 func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
