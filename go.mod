@@ -3,6 +3,7 @@ module github.com/warrenhq/warren
 go 1.26.0
 
 require (
+	github.com/chzyer/readline v1.5.1
 	github.com/go-git/go-billy/v5 v5.9.2
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/mark3labs/mcp-go v1.2.1

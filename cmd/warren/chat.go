@@ -129,6 +129,7 @@ type chatEnv struct {
 	user    string
 	session string
 	mode    string // the session's mode, for the default approval
+	dataDir string
 	close   func()
 }
 
@@ -146,7 +147,7 @@ func openChatEnv(c *cli.Context) (*chatEnv, error) {
 		if err != nil {
 			return nil, err
 		}
-		_ = dir
+		env.dataDir = dir
 		closers = append(closers, func() { db.Close() })
 		env.cfg = cfg
 		if env.meter, err = openMeter(c.Context, db, cfg, zerologNop()); err != nil {
@@ -175,7 +176,7 @@ func openChatEnv(c *cli.Context) (*chatEnv, error) {
 		return nil, err
 	}
 	closers = append(closers, svc.close)
-	env.svc, env.meter = svc, svc.work.meter
+	env.svc, env.meter, env.dataDir = svc, svc.work.meter, svc.dataDir
 	if env.cfg, err = loadConfig(c, svc.dataDir); err != nil {
 		return fail(err)
 	}
@@ -289,7 +290,9 @@ func runChat(c *cli.Context) error {
 		return err
 	}
 	if interactive {
-		return runREPL(ctx, stop, sess, env, os.Stdin, os.Stdout, os.Stderr)
+		// Not ctx: stopping its signal handling (Ctrl-C becomes the REPL's)
+		// also cancels it.
+		return runREPL(c.Context, stop, sess, env, os.Stdin, os.Stdout, os.Stderr)
 	}
 	d, err := runOnce(ctx, sess, c.String("prompt"), output, os.Stdout, os.Stderr)
 	if task != "" {
