@@ -28,6 +28,10 @@ type CreateOptions struct {
 	Name string
 	// Progress receives clone progress; may be nil.
 	Progress io.Writer
+	// CopyOf, when set, makes the workspace a copy of the current state of
+	// this session of the same user (see createCopy); Source, Mode and Ref
+	// must then be empty.
+	CopyOf string
 }
 
 func (m *Manager) workspaceDir(id string) string {
@@ -74,6 +78,9 @@ func remoteURL(source string) bool {
 func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (*Session, error) {
 	if m.cfg.DataDir == "" {
 		return nil, fmt.Errorf("create session: no data directory configured")
+	}
+	if opts.CopyOf != "" {
+		return m.createCopy(ctx, user, opts)
 	}
 	if len(opts.Name) > 100 || strings.IndexFunc(opts.Name, unicode.IsControl) >= 0 {
 		return nil, fmt.Errorf("%w: name must be at most 100 printable characters", workspace.ErrInvalid)

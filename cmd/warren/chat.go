@@ -37,6 +37,7 @@ func chatFlags() []cli.Flag {
 		&cli.StringFlag{Name: "output", Value: "text", Usage: "with -p: text (answer on stdout, progress on stderr), json or stream-json"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue your latest chat"},
 		&cli.StringFlag{Name: "resume", Usage: "continue chat ID"},
+		&cli.StringFlag{Name: "fork", Usage: "start from a copy of chat ID: a new session whose workspace is a copy of that chat's session now, and a copy of its transcript"},
 		&cli.StringFlag{Name: "task", Usage: "claim task T-N (or 'next': the first open task) for the session and work on it"},
 		&cli.StringFlag{Name: "approval", Usage: "auto, ask (before destructive tools) or read-only (default: ask for bound sessions, auto otherwise)"},
 		&cli.IntFlag{Name: "max-turns", Usage: "model calls per prompt (default 50)"},
@@ -235,14 +236,20 @@ func runChat(c *cli.Context) error {
 	if output != "text" && output != "json" && output != "stream-json" {
 		return cli.Exit(fmt.Sprintf("--output %q: want text, json or stream-json", output), exitUsage)
 	}
-	if c.Bool("continue") && c.String("resume") != "" {
-		return cli.Exit("--continue and --resume exclude each other", exitUsage)
+	if n := btoi(c.Bool("continue")) + btoi(c.String("resume") != "") + btoi(c.String("fork") != ""); n > 1 {
+		return cli.Exit("--continue, --resume and --fork exclude each other", exitUsage)
 	}
 	env, err := openChatEnv(c)
 	if err != nil {
 		return err
 	}
 	defer env.close()
+	fork := c.String("fork")
+	if fork != "" {
+		if err := env.forkSession(c.Context, fork); err != nil {
+			return err
+		}
+	}
 	model, baseURL, key, err := modelOf(c, env.cfg)
 	if err != nil {
 		return err
@@ -282,7 +289,7 @@ func runChat(c *cli.Context) error {
 		cfg.System = agent.DefaultSystem + "\n\nYou are working on task " + id + " of the task board:\n" + note +
 			"\nWhen it is finished, mark it done with task_update (status done); not before."
 	}
-	sess, err := chat.Open(ctx, chat.Options{Store: env.store, Agent: cfg, BaseURL: baseURL, Resume: resume})
+	sess, err := chat.Open(ctx, chat.Options{Store: env.store, Agent: cfg, BaseURL: baseURL, Resume: resume, Fork: fork})
 	if err != nil {
 		if errors.Is(err, transcript.ErrNotFound) {
 			return cli.Exit(err.Error()+": see 'warren chat ls'", exitUsage)
