@@ -311,7 +311,8 @@ func (r *run) account(ctx context.Context, u provider.Usage) {
 		}
 		if a.cfg.User != "" {
 			_, err := a.cfg.Meter.Record(ctx, metering.Record{User: a.cfg.User, Session: a.cfg.Session, Task: a.cfg.Task,
-				Client: a.cfg.Client, Model: a.cfg.ModelName, InputTokens: uncached, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens})
+				Client: a.cfg.Client, Model: a.cfg.ModelName, InputTokens: uncached, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens,
+				Estimated: u.Estimated})
 			if err != nil {
 				r.send(Event{Type: EventWarning, Text: "usage not recorded: " + err.Error()})
 			}
