@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -286,10 +287,15 @@ func runChat(c *cli.Context) error {
 			return cli.Exit(err.Error(), exitError)
 		}
 		cfg.Task, task = id, id
+		renew := time.NewTicker(renewEvery)
+		defer renew.Stop()
+		// c.Context, not ctx: the REPL stops ctx's signal handling, which cancels it.
+		defer keepClaim(c.Context, env.tools, id, env.session, renew.C, func(msg string) { fmt.Fprintln(os.Stderr, "warren: warning:", msg) })()
 		cfg.System = agent.DefaultSystem + "\n\nYou are working on task " + id + " of the task board:\n" + note +
 			"\nWhen it is finished, mark it done with task_update (status done); not before."
 	}
-	sess, err := chat.Open(ctx, chat.Options{Store: env.store, Agent: cfg, BaseURL: baseURL, Resume: resume, Fork: fork})
+	sess, err := chat.Open(ctx, chat.Options{Store: env.store, Agent: cfg, BaseURL: baseURL, Resume: resume, Fork: fork,
+		LogTranscripts: env.cfg.Metering.LogTranscripts})
 	if err != nil {
 		if errors.Is(err, transcript.ErrNotFound) {
 			return cli.Exit(err.Error()+": see 'warren chat ls'", exitUsage)
