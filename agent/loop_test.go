@@ -29,7 +29,7 @@ type world struct {
 	session *sessions.Session
 }
 
-func newWorld(t *testing.T, mode sessions.Mode, source string) *world {
+func newWorld(t testing.TB, mode sessions.Mode, source string) *world {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -75,7 +75,7 @@ func newWorld(t *testing.T, mode sessions.Mode, source string) *world {
 	return &world{db: db, meter: meter, mgr: mgr, tools: tools, session: s}
 }
 
-func (w *world) agent(t *testing.T, s *pt.Server, p agent.Policy, approve agent.Approver) *agent.Agent {
+func (w *world) agent(t testing.TB, s *pt.Server, p agent.Policy, approve agent.Approver) *agent.Agent {
 	t.Helper()
 	prof := provider.DefaultProfile(s.BaseURL(), "gpt-4.1-mini")
 	if s.Style == pt.Ollama {

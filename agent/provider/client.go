@@ -42,6 +42,10 @@ type Client struct {
 
 	api    *openai.Client
 	apiFor string // the BaseURL and key api was made for
+	// tools are the converted toolsFor (the same slice, not a copy: the
+	// agent's offered tools do not change in place).
+	toolsFor []Tool
+	tools    []openai.ChatCompletionToolUnionParam
 }
 
 // Chat sends req and returns the model's message. Text deltas go to

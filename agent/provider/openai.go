@@ -45,7 +45,30 @@ func (c *Client) params(req Request, stream bool) openai.ChatCompletionNewParams
 	for _, m := range req.Messages {
 		p.Messages = append(p.Messages, messageParam(m))
 	}
-	for _, t := range req.Tools {
+	p.Tools = c.toolParams(req.Tools)
+	if stream {
+		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	}
+	if len(req.Tools) > 0 && c.Profile.ParallelToolCalls {
+		// Sent only to endpoints known to accept it: some reject unknown
+		// parameters.
+		p.ParallelToolCalls = openai.Bool(true)
+	}
+	return p
+}
+
+// toolParams converts the offered tools, once for a given list: the agent
+// offers the same list on every turn, and decoding every schema again
+// would cost each round trip.
+func (c *Client) toolParams(tools []Tool) []openai.ChatCompletionToolUnionParam {
+	if len(tools) == 0 {
+		return nil
+	}
+	if len(c.toolsFor) == len(tools) && &c.toolsFor[0] == &tools[0] {
+		return c.tools
+	}
+	out := make([]openai.ChatCompletionToolUnionParam, 0, len(tools))
+	for _, t := range tools {
 		var schema map[string]any
 		if len(t.Parameters) > 0 {
 			_ = json.Unmarshal(t.Parameters, &schema)
@@ -57,17 +80,10 @@ func (c *Client) params(req Request, stream bool) openai.ChatCompletionNewParams
 		if t.Description != "" {
 			fn.Description = openai.String(t.Description)
 		}
-		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fn))
+		out = append(out, openai.ChatCompletionFunctionTool(fn))
 	}
-	if stream {
-		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	}
-	if len(req.Tools) > 0 && c.Profile.ParallelToolCalls {
-		// Sent only to endpoints known to accept it: some reject unknown
-		// parameters.
-		p.ParallelToolCalls = openai.Bool(true)
-	}
-	return p
+	c.toolsFor, c.tools = tools, out
+	return out
 }
 
 func messageParam(m Message) openai.ChatCompletionMessageParamUnion {

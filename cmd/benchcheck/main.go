@@ -39,6 +39,11 @@ func targets() map[string]*target {
 		"write_file/floor": {max: 1.5, why: "write_file 4 KB vs bare MCP tool taking the same argument"},
 		// sandbox: the Shell's protocol against the raw jailed sh.
 		"exec-external/floor": {max: 1.2, why: "Shell.Exec 'ls /' vs raw jailed sh"},
+		// agent BenchmarkToolRoundTripOverhead: p50 of warren's own time per
+		// tool round trip (model's last byte → next request, minus the
+		// tool's time) against the 2 ms target of issue 12. An absolute
+		// target, unlike the floors: the 2 ms are the budget itself.
+		"agent-overhead/2ms": {max: 1.0, why: "agent's own time per tool round trip vs 2 ms"},
 	}
 }
 
