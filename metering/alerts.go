@@ -189,6 +189,17 @@ func (m *Meter) queryAlerts(ctx context.Context, query string, args ...any) ([]A
 	return out, nil
 }
 
+// Enforces reports whether any threshold is enforced: only then does Enforced need the latest
+// records to be written before it is asked.
+func (m *Meter) Enforces() bool {
+	for _, t := range m.thresholds {
+		if t.Enforce {
+			return true
+		}
+	}
+	return false
+}
+
 // Enforced reports whether further commands in a session must be refused because an enforced
 // threshold (one with Enforce set) for the user or the session is reached in the current period.
 // It evaluates the thresholds itself, so a threshold added to the configuration after the usage

@@ -31,6 +31,10 @@ type CreateOptions struct {
 	// Network is the session's network policy; nil means the server's
 	// default (see network.go).
 	Network *Network
+	// CopyOf, when set, makes the workspace a copy of the current state of
+	// this session of the same user (see createCopy); Source, Mode and Ref
+	// must then be empty.
+	CopyOf string
 }
 
 func (m *Manager) workspaceDir(id string) string {
@@ -66,6 +70,9 @@ func (m *Manager) opLock(id string) func() {
 func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (*Session, error) {
 	if m.cfg.DataDir == "" {
 		return nil, fmt.Errorf("create session: no data directory configured")
+	}
+	if opts.CopyOf != "" {
+		return m.createCopy(ctx, user, opts)
 	}
 	if len(opts.Name) > 100 || strings.IndexFunc(opts.Name, unicode.IsControl) >= 0 {
 		return nil, invalidf("name must be at most 100 printable characters")

@@ -120,6 +120,8 @@ type StatusError struct {
 	Status  int
 	Code    string
 	Message string
+
+	retryAfter string // the Retry-After header, if any
 }
 
 func (e *StatusError) Error() string {

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -38,6 +39,7 @@ func chatFlags() []cli.Flag {
 		&cli.StringFlag{Name: "output", Value: "text", Usage: "with -p: text (answer on stdout, progress on stderr), json or stream-json"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue your latest chat"},
 		&cli.StringFlag{Name: "resume", Usage: "continue chat ID"},
+		&cli.StringFlag{Name: "fork", Usage: "start from a copy of chat ID: a new session whose workspace is a copy of that chat's session now, and a copy of its transcript"},
 		&cli.StringFlag{Name: "task", Usage: "claim task T-N (or 'next': the first open task) for the session and work on it"},
 		&cli.StringFlag{Name: "approval", Usage: "auto, ask (before destructive tools) or read-only (default: ask for bound sessions, auto otherwise)"},
 		&cli.IntFlag{Name: "max-turns", Usage: "model calls per prompt (default 50)"},
@@ -130,6 +132,7 @@ type chatEnv struct {
 	user    string
 	session string
 	mode    string // the session's mode, for the default approval
+	dataDir string
 	close   func()
 }
 
@@ -147,7 +150,7 @@ func openChatEnv(c *cli.Context) (*chatEnv, error) {
 		if err != nil {
 			return nil, err
 		}
-		_ = dir
+		env.dataDir = dir
 		closers = append(closers, func() { db.Close() })
 		env.cfg = cfg
 		if env.meter, err = openMeter(c.Context, db, cfg, zerologNop()); err != nil {
@@ -176,7 +179,7 @@ func openChatEnv(c *cli.Context) (*chatEnv, error) {
 		return nil, err
 	}
 	closers = append(closers, svc.close)
-	env.svc, env.meter = svc, svc.work.meter
+	env.svc, env.meter, env.dataDir = svc, svc.work.meter, svc.dataDir
 	if env.cfg, err = loadConfig(c, svc.dataDir); err != nil {
 		return fail(err)
 	}
@@ -235,14 +238,20 @@ func runChat(c *cli.Context) error {
 	if output != "text" && output != "json" && output != "stream-json" {
 		return cli.Exit(fmt.Sprintf("--output %q: want text, json or stream-json", output), exitUsage)
 	}
-	if c.Bool("continue") && c.String("resume") != "" {
-		return cli.Exit("--continue and --resume exclude each other", exitUsage)
+	if n := btoi(c.Bool("continue")) + btoi(c.String("resume") != "") + btoi(c.String("fork") != ""); n > 1 {
+		return cli.Exit("--continue, --resume and --fork exclude each other", exitUsage)
 	}
 	env, err := openChatEnv(c)
 	if err != nil {
 		return err
 	}
 	defer env.close()
+	fork := c.String("fork")
+	if fork != "" {
+		if err := env.forkSession(c.Context, fork); err != nil {
+			return err
+		}
+	}
 	model, baseURL, key, err := modelOf(c, env.cfg)
 	if err != nil {
 		return err
@@ -279,10 +288,15 @@ func runChat(c *cli.Context) error {
 			return cli.Exit(err.Error(), exitError)
 		}
 		cfg.Task, task = id, id
+		renew := time.NewTicker(renewEvery)
+		defer renew.Stop()
+		// c.Context, not ctx: the REPL stops ctx's signal handling, which cancels it.
+		defer keepClaim(c.Context, env.tools, id, env.session, renew.C, func(msg string) { fmt.Fprintln(os.Stderr, "warren: warning:", msg) })()
 		cfg.System = agent.DefaultSystem + "\n\nYou are working on task " + id + " of the task board:\n" + note +
 			"\nWhen it is finished, mark it done with task_update (status done); not before."
 	}
-	sess, err := chat.Open(ctx, chat.Options{Store: env.store, Agent: cfg, BaseURL: baseURL, Resume: resume})
+	sess, err := chat.Open(ctx, chat.Options{Store: env.store, Agent: cfg, BaseURL: baseURL, Resume: resume, Fork: fork,
+		LogTranscripts: env.cfg.Metering.LogTranscripts})
 	if err != nil {
 		if errors.Is(err, transcript.ErrNotFound) {
 			return cli.Exit(err.Error()+": see 'warren chat ls'", exitUsage)
@@ -290,7 +304,9 @@ func runChat(c *cli.Context) error {
 		return err
 	}
 	if interactive {
-		return runREPL(ctx, stop, sess, env, os.Stdin, os.Stdout, os.Stderr)
+		// Not ctx: stopping its signal handling (Ctrl-C becomes the REPL's)
+		// also cancels it.
+		return runREPL(c.Context, stop, sess, env, os.Stdin, os.Stdout, os.Stderr)
 	}
 	d, err := runOnce(ctx, sess, c.String("prompt"), output, os.Stdout, os.Stderr)
 	if task != "" {

@@ -128,6 +128,10 @@ func writeReportTable(out io.Writer, rep *metering.Report) error {
 	if len(rep.UnpricedModels) > 0 {
 		fmt.Fprintf(out, "\n%d record(s) of models without a price cost 0: %v\n", rep.Total.UnpricedRecords, rep.UnpricedModels)
 	}
+	if rep.Total.EstimatedRecords > 0 {
+		fmt.Fprintf(out, "\n%d record(s), %d tokens, are estimates: the model server reported no usage\n",
+			rep.Total.EstimatedRecords, rep.Total.EstimatedTokens)
+	}
 	for _, a := range rep.Alerts {
 		fmt.Fprintf(out, "alert %s: %s\n", a.FiredAt.Format("2006-01-02 15:04"), a.Message)
 	}
