@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // ReadFileInput is the input of read_file.
@@ -60,6 +65,26 @@ type EditFileOutput struct {
 	Replacements int    `json:"replacements" jsonschema:"occurrences replaced"`
 }
 
+// openPath opens the workspace of the caller's session, for writing or
+// only reading, and resolves path in it: what every file tool starts with.
+// The caller closes the files.
+func (d *deps) openPath(ctx context.Context, sessionID, path string, write bool) (sessions.Files, workspace.Path, error) {
+	user, err := callerOf(ctx)
+	if err != nil {
+		return nil, workspace.Path{}, err
+	}
+	_, files, err := d.sessions.OpenFiles(ctx, user, sessionID, write)
+	if err != nil {
+		return nil, workspace.Path{}, err
+	}
+	p, err := files.Resolve(path)
+	if err != nil {
+		files.Close()
+		return nil, workspace.Path{}, fileError("", err)
+	}
+	return files, p, nil
+}
+
 // Caps of the file tools.
 const (
 	maxReadBytes  = 10 << 20  // files bigger than this are refused by read_file
@@ -95,25 +120,25 @@ func readFile(d *deps) Tool {
 		if in.Encoding != "" && in.Encoding != encodingText && in.Encoding != encodingBase64 {
 			return zero, errorf(`encoding must be "utf-8" or "base64", not %q`, in.Encoding)
 		}
-		ws, rel, err := d.openPath(ctx, in.SessionID, in.Path, false)
+		files, p, err := d.openPath(ctx, in.SessionID, in.Path, false)
 		if err != nil {
 			return zero, err
 		}
-		defer ws.close()
-		data, err := ws.readFile(rel, in.Path, "read_file")
+		defer files.Close()
+		data, err := files.ReadFile(p, maxReadBytes)
 		if err != nil {
-			return zero, err
+			return zero, fileError("read_file", err)
 		}
 		if in.Encoding == encodingBase64 {
 			out := sliceBytes(data, in.Offset, in.Limit)
-			out.Path = jailPath(rel)
+			out.Path = p.Jail
 			return result[ReadFileOutput]{Out: out, Text: out.Content}, nil
 		}
 		if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
-			return zero, errorf("%s is a binary file (not UTF-8 text): read its bytes with encoding \"base64\", or inspect it with shell_exec, e.g. 'file %s' or 'xxd %s | head'", in.Path, jailPath(rel), jailPath(rel))
+			return zero, errorf("%s is a binary file (not UTF-8 text): read its bytes with encoding \"base64\", or inspect it with shell_exec, e.g. 'file %s' or 'xxd %s | head'", in.Path, p.Jail, p.Jail)
 		}
 		out := sliceLines(string(data), in.Offset, in.Limit)
-		out.Path, out.Encoding, out.TotalBytes = jailPath(rel), encodingText, len(data)
+		out.Path, out.Encoding, out.TotalBytes = p.Jail, encodingText, len(data)
 		return result[ReadFileOutput]{Out: out, Text: out.Content}, nil
 	})
 	return Tool{Toolset: "files", Tool: t, Handler: h}
@@ -188,26 +213,23 @@ func writeFile(d *deps) Tool {
 		if len(content) > maxWriteBytes {
 			return zero, errorf("content is %d bytes, over write_file's limit of %d: write it in parts with append", len(content), maxWriteBytes)
 		}
-		ws, rel, err := d.openPath(ctx, in.SessionID, in.Path, true)
+		files, p, err := d.openPath(ctx, in.SessionID, in.Path, true)
 		if err != nil {
 			return zero, err
 		}
-		defer ws.close()
+		defer files.Close()
 		data := content
 		if in.Append {
-			old, err := ws.readFile(rel, in.Path, "write_file with append")
-			if err != nil && !isNotExist(err) {
-				return zero, err
+			old, err := files.ReadFile(p, maxReadBytes)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return zero, fileError("write_file with append", err)
 			}
 			data = append(old, data...)
 		}
-		if err := d.checkGrowth(ws, rel, len(data)); err != nil {
-			return zero, err
+		if err := files.WriteFile(p, data); err != nil {
+			return zero, fileError("write_file", err)
 		}
-		if err := ws.writeAtomic(rel, data); err != nil {
-			return zero, fileError(in.Path, err)
-		}
-		out := WriteFileOutput{Path: jailPath(rel), Bytes: len(content)}
+		out := WriteFileOutput{Path: p.Jail, Bytes: len(content)}
 		return result[WriteFileOutput]{Out: out, Text: fmt.Sprintf("wrote %d bytes to %s", out.Bytes, out.Path)}, nil
 	})
 	return Tool{Toolset: "files", Tool: t, Handler: h}
@@ -229,14 +251,14 @@ func editFile(d *deps) Tool {
 		if in.OldText == "" {
 			return zero, errorf("old_text is empty: pass the exact text to replace (use write_file to create a file)")
 		}
-		ws, rel, err := d.openPath(ctx, in.SessionID, in.Path, true)
+		files, p, err := d.openPath(ctx, in.SessionID, in.Path, true)
 		if err != nil {
 			return zero, err
 		}
-		defer ws.close()
-		data, err := ws.readFile(rel, in.Path, "edit_file")
+		defer files.Close()
+		data, err := files.ReadFile(p, maxReadBytes)
 		if err != nil {
-			return zero, err
+			return zero, fileError("edit_file", err)
 		}
 		s := string(data)
 		n := strings.Count(s, in.OldText)
@@ -250,13 +272,10 @@ func editFile(d *deps) Tool {
 			n = 1
 		}
 		s = strings.Replace(s, in.OldText, in.NewText, n)
-		if err := d.checkGrowth(ws, rel, len(s)); err != nil {
-			return zero, err
+		if err := files.WriteFile(p, []byte(s)); err != nil {
+			return zero, fileError("edit_file", err)
 		}
-		if err := ws.writeAtomic(rel, []byte(s)); err != nil {
-			return zero, fileError(in.Path, err)
-		}
-		out := EditFileOutput{Path: jailPath(rel), Replacements: n}
+		out := EditFileOutput{Path: p.Jail, Replacements: n}
 		return result[EditFileOutput]{Out: out, Text: fmt.Sprintf("replaced %d occurrence(s) in %s", n, out.Path)}, nil
 	})
 	return Tool{Toolset: "files", Tool: t, Handler: h}

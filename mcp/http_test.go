@@ -131,3 +131,21 @@ func TestHTTPSessionEventsAreFreed(t *testing.T) {
 		t.Fatalf("after DELETE %d MCP sessions are known", n)
 	}
 }
+
+func TestOriginAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		origin, host string
+		want         bool
+	}{
+		{"http://localhost:7373", "127.0.0.1:7373", true},
+		{"http://127.0.0.1:3000", "127.0.0.1:7373", true},
+		{"http://evil.example", "127.0.0.1:7373", false},
+		{"http://evil.example:7373", "evil.example:7373", false}, // DNS rebinding
+		{"http://console.example", "warren.example", true},       // listed
+		{"null", "127.0.0.1:7373", false},
+	} {
+		if got := originAllowed(tc.origin, tc.host, []string{"http://console.example"}); got != tc.want {
+			t.Errorf("originAllowed(%q, %q) = %v", tc.origin, tc.host, got)
+		}
+	}
+}

@@ -294,10 +294,12 @@ func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*S
 	return m.Open(ctx, user, id)
 }
 
-// OpenFiles returns user's session and its shell object (to learn the
-// jail's uid; no process starts) for the file tools. Reads work in every
-// state but deleted; writes need an active session within its quota.
-func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, Runner, error) {
+// OpenFiles returns user's session and its workspace opened for the file
+// tools, through the session's runner (no process starts); the caller
+// closes the files. Reads work in every state but deleted; writes need an
+// active session within its quota, and each write is checked against the
+// quota before it is made.
+func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, Files, error) {
 	ctx, span := tracer.Start(ctx, "sessions.open")
 	defer span.End()
 	s, err := m.Get(ctx, user, id)
@@ -322,7 +324,11 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	return s, sh, nil
+	f, err := sh.Files()
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, &sessionFiles{Files: f, m: m, s: s, write: write}, nil
 }
 
 // SaveState records the shell's cwd and exports so that they survive a

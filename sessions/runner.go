@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // Runner is what a session needs from whatever runs its commands: the seam
@@ -13,11 +14,9 @@ import (
 // persistent connection) is another implementation of this interface, set
 // in Config.NewRunner, not a change to the manager.
 //
-// Only the shell is behind it yet. What a session does to its workspace
-// joins it as it moves off the host: reading, writing and editing files
-// (today in the MCP layer, with os.Root and ACL grants on the host), walking
-// and snapshotting the tree (sessions/workspace), and suspend and resume of
-// the whole workspace. Methods take a context where they may cross a
+// The shell and file access are behind it. What else a session does to its
+// workspace joins it as it moves off the host: walking and snapshotting the
+// tree (sessions/workspace), and suspend and resume of the whole workspace. Methods take a context where they may cross a
 // network; the ones below that do not yet are the local shell's, kept as
 // they are.
 type Runner interface {
@@ -49,6 +48,10 @@ type Runner interface {
 	LimitFileSize(n int64)
 	// Owner is the uid and gid that the workspace's files are made by.
 	Owner() (uid, gid int)
+	// Files opens the workspace for the file tools; the caller closes
+	// it. Nothing starts: files are read and written as the jail's uid
+	// would, whether its shell runs or not.
+	Files() (Files, error)
 }
 
 // NewRunner makes the runner of a session from its jail profile and
@@ -56,9 +59,26 @@ type Runner interface {
 // until the first Exec.
 type NewRunner func(p sandbox.Profile, opts sandbox.Options) (Runner, error)
 
-// LocalRunner runs a session's commands in a bwrap jail on this host.
+// LocalRunner runs a session's commands in a bwrap jail on this host, and
+// reaches its files through an os.Root of the workspace on this host.
 func LocalRunner(p sandbox.Profile, opts sandbox.Options) (Runner, error) {
-	return sandbox.NewShell(p, opts)
+	sh, err := sandbox.NewShell(p, opts)
+	if err != nil {
+		return nil, err
+	}
+	return localRunner{Shell: sh, workspace: p.Workspace}, nil
 }
 
-var _ Runner = (*sandbox.Shell)(nil)
+// localRunner is the bwrap shell and the workspace directory it binds.
+type localRunner struct {
+	*sandbox.Shell
+	workspace string
+}
+
+// Files opens the workspace on this host as the jail sees it.
+func (r localRunner) Files() (Files, error) {
+	uid, gid := r.Owner()
+	return workspace.OpenFiles(r.workspace, workspace.Jail{Mount: sandbox.MountPoint, UID: uid, GID: gid})
+}
+
+var _ Runner = localRunner{}

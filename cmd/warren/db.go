@@ -8,9 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	sqlite3driver "github.com/ncruces/go-sqlite3/driver"
 	"github.com/urfave/cli/v2"
-
-	_ "github.com/ncruces/go-sqlite3/driver" // database/sql driver "sqlite3"
 )
 
 // dataDirFlag is shared by every command that opens the database.
@@ -70,7 +69,8 @@ func openData(c *cli.Context) (dir string, cfg *config, db *sql.DB, err error) {
 }
 
 // openDB opens <dir>/warren.db with WAL, a busy timeout and foreign keys.
-// Each store applies its own migrations when it is built.
+// Each store applies its own migrations when it is built. Its errors on a
+// full disk say so and name dir (db_full.go).
 func openDB(ctx context.Context, dir string) (*sql.DB, error) {
 	path := filepath.Join(dir, "warren.db")
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
@@ -79,10 +79,11 @@ func openDB(ctx context.Context, dir string) (*sql.DB, error) {
 		// survives a crash of the process; only a power cut may lose the
 		// last commits. It makes each commit (one per tool call) cheaper.
 		"&_pragma=synchronous(normal)"
-	db, err := sql.Open("sqlite3", dsn)
+	conn, err := (&sqlite3driver.SQLite{}).OpenConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	db := sql.OpenDB(fullDiskConnector{Connector: conn, disk: fullDisk{dir: dir}})
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)

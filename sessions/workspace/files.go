@@ -1,0 +1,314 @@
+package workspace
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Files is a workspace opened on this host for reading and writing its
+// files on a session's behalf. The jail controls everything in the
+// workspace, so nothing here trusts a path: every entry is reached through
+// an os.Root of the workspace (never a link out of it), descriptors are
+// checked after they are opened (never check-then-open by path), only
+// regular files are read or replaced, reads are bounded, and what a write
+// creates belongs to the jail's uid as if the jail had made it.
+//
+// A Files serves one call: open it, resolve the path, read or write, and
+// Close. It is safe for one goroutine.
+type Files struct {
+	root     *os.Root
+	mount    string // where the jail sees the workspace
+	uid, gid int
+	chown    bool // the server runs as root: hand new files to the jail's uid
+}
+
+// Jail is how a jail sees its workspace: where it is mounted, and the uid
+// and gid its processes make files as.
+type Jail struct {
+	Mount    string
+	UID, GID int
+}
+
+// Path is an entry of the workspace that a caller named, resolved.
+type Path struct {
+	// Asked is the path as the caller gave it, for messages.
+	Asked string
+	// Rel is the entry relative to the workspace, with the links along it
+	// followed.
+	Rel string
+	// Jail is the entry as the jail sees it (/workspace/...).
+	Jail string
+}
+
+// OpenFiles opens the workspace dir, which a jail sees as j describes.
+func OpenFiles(dir string, j Jail) (*Files, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the workspace %s: %v", dir, err)
+	}
+	return &Files{
+		root: r, mount: j.Mount, uid: j.UID, gid: j.GID,
+		// Files created by a root server would be read-only to the jail.
+		chown: os.Geteuid() == 0 && j.UID != 0,
+	}, nil
+}
+
+// Close closes the workspace's root.
+func (f *Files) Close() error { return f.root.Close() }
+
+// jailPath is rel as the jail sees it.
+func (f *Files) jailPath(rel string) string {
+	if rel == "." {
+		return f.mount
+	}
+	return f.mount + "/" + rel
+}
+
+// Size is the size of the regular file at p, 0 when there is none (what a
+// write to p replaces, for quotas).
+func (f *Files) Size(p Path) int64 {
+	if fi, err := f.root.Lstat(p.Rel); err == nil && fi.Mode().IsRegular() {
+		return fi.Size()
+	}
+	return 0
+}
+
+// ReadFile reads the regular file at p, of at most limit bytes. Anything
+// else is refused before a byte is read: a FIFO would block the call
+// forever (it is opened non-blocking, then checked), a device or a huge
+// file would flood the server's memory. A missing file matches
+// fs.ErrNotExist.
+func (f *Files) ReadFile(p Path, limit int64) ([]byte, error) {
+	fh, err := f.root.OpenFile(p.Rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, f.systemError("read", p, err)
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, f.systemError("read", p, err)
+	}
+	switch {
+	case fi.IsDir():
+		e := fileErrorf("read", p.Asked, p.Jail, ErrNotRegular, "%s is a directory", p.Asked)
+		e.Type = fs.ModeDir
+		return nil, e
+	case !fi.Mode().IsRegular():
+		e := fileErrorf("read", p.Asked, p.Jail, ErrNotRegular, "%s is not a regular file (%s)", p.Asked, fi.Mode().Type())
+		e.Type = fi.Mode().Type()
+		return nil, e
+	case fi.Size() > limit:
+		e := fileErrorf("read", p.Asked, p.Jail, ErrTooBig, "%s is %d bytes, over the limit of %d", p.Asked, fi.Size(), limit)
+		e.Size, e.Limit = fi.Size(), limit
+		return nil, e
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	if err != nil {
+		return nil, f.systemError("read", p, err)
+	}
+	if int64(len(data)) > limit {
+		e := fileErrorf("read", p.Asked, p.Jail, ErrTooBig, "%s grew past the limit of %d bytes while it was read", p.Asked, limit)
+		e.Limit = limit
+		return nil, e
+	}
+	return data, nil
+}
+
+// WriteFile replaces the file at p with data, creating the directories it
+// needs, through a temporary file in the same directory and a rename, so
+// that readers never see a half-written file. p comes from Resolve: links
+// along it were followed already. The directory is opened through os.Root
+// and pinned by its descriptor; the file in it is looked at without
+// following a link (a jail may have swapped one in since Resolve), so the
+// new file keeps the mode, owner and ACL (the latter shares a root-owned
+// tree with the jail's uid) of the regular file it replaces, never a
+// link's 0777 or a file's outside. No fsync: the point is atomic
+// visibility for the jail, not durability across a host crash, and fsync
+// would add milliseconds to every edit.
+func (f *Files) WriteFile(p Path, data []byte) error {
+	if err := f.writeAtomic(p.Rel, data); err != nil {
+		return f.systemError("write", p, err)
+	}
+	return nil
+}
+
+func (f *Files) writeAtomic(rel string, data []byte) error {
+	dir, base := path.Split(rel)
+	dir = path.Clean(dir)
+	if rel == "." {
+		return f.notFile(rel)
+	}
+	if err := f.mkdirAll(dir); err != nil {
+		return err
+	}
+	d, err := f.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	dfd := int(d.Fd())
+	mode, uid, gid, acl, err := f.replaced(dfd, base, rel)
+	if err != nil {
+		return err
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	tmp := "." + base + ".warren-" + hex.EncodeToString(b[:])
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return &fs.PathError{Op: "create", Path: tmp, Err: err}
+	}
+	fh := os.NewFile(uintptr(fd), tmp)
+	_, err = fh.Write(data)
+	if err == nil {
+		err = fh.Chmod(fs.FileMode(mode))
+	}
+	if err == nil && f.chown {
+		err = fh.Chown(uid, gid)
+	}
+	if err == nil && acl != nil {
+		err = unix.Fsetxattr(fd, aclXattr, acl, 0)
+	}
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, base)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		return err
+	}
+	return nil
+}
+
+// notFile refuses to write over the directory rel.
+func (f *Files) notFile(rel string) error {
+	e := fileErrorf("write", f.jailPath(rel), f.jailPath(rel), ErrNotRegular, "%s is a directory, not a file", f.jailPath(rel))
+	e.Type = fs.ModeDir
+	return e
+}
+
+// replaced looks at the entry base of the directory dfd, which a write is
+// about to replace, without following it, and returns what the new file
+// keeps of it: mode, owner and ACL. A new file gets 0644 and the jail's uid.
+func (f *Files) replaced(dfd int, base, rel string) (mode uint32, uid, gid int, acl []byte, err error) {
+	mode, uid, gid = 0o644, f.uid, f.gid
+	fd, err := unix.Openat(dfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		return mode, uid, gid, nil, nil
+	}
+	if err != nil {
+		return 0, 0, 0, nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, 0, 0, nil, &fs.PathError{Op: "stat", Path: rel, Err: err}
+	}
+	jail := f.jailPath(rel)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFDIR:
+		return 0, 0, 0, nil, f.notFile(rel)
+	case unix.S_IFLNK:
+		return 0, 0, 0, nil, fileErrorf("write", jail, jail, ErrChanged, "%s became a symbolic link while it was written: retry", jail)
+	default:
+		e := fileErrorf("write", jail, jail, ErrNotRegular, "%s is not a regular file", jail)
+		e.Type = fileType(st.Mode)
+		return 0, 0, 0, nil, e
+	}
+	// An O_PATH descriptor has no xattr calls of its own; its /proc link
+	// reaches the same inode, not a path the jail could change.
+	buf := make([]byte, 1024)
+	if n, err := unix.Getxattr(fmt.Sprintf("/proc/self/fd/%d", fd), aclXattr, buf); err == nil && n > 0 {
+		acl = buf[:n]
+	}
+	return st.Mode & 0o777, int(st.Uid), int(st.Gid), acl, nil
+}
+
+// fileType is the fs type bits of a stat mode.
+func fileType(m uint32) fs.FileMode {
+	switch m & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		return fs.ModeDevice
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	}
+	return fs.ModeIrregular
+}
+
+// mkdirAll creates the missing directories of dir one by one, so that each
+// new one can be handed to the jail's uid.
+func (f *Files) mkdirAll(dir string) error {
+	if dir == "." || dir == "" {
+		return nil
+	}
+	cur := "."
+	for _, part := range strings.Split(dir, "/") {
+		next := path.Join(cur, part)
+		fi, err := f.root.Stat(next)
+		switch {
+		case err == nil && !fi.IsDir():
+			jail := f.jailPath(next)
+			return fileErrorf("mkdir", jail, jail, ErrNotDir, "%s is a file, not a directory", jail)
+		case err != nil && !isNotExist(err):
+			return err
+		case err != nil:
+			if err := f.mkdir(cur, part); err != nil {
+				return err
+			}
+		}
+		cur = next
+	}
+	return nil
+}
+
+// mkdir creates the directory name in parent and hands it to the jail's
+// uid. The chown goes through a descriptor of the new directory, opened
+// without following links and checked empty: by name, a jail that swaps
+// the new directory for one of its root-owned files (rename with
+// RENAME_EXCHANGE) would have the server give that file away.
+func (f *Files) mkdir(parent, name string) error {
+	d, err := f.root.OpenFile(parent, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	rel := path.Join(parent, name)
+	err = unix.Mkdirat(int(d.Fd()), name, 0o755)
+	if err == unix.EEXIST || (err == nil && !f.chown) {
+		return nil // made by someone else in the meantime, or nobody to hand it to
+	}
+	if err != nil {
+		return &fs.PathError{Op: "mkdir", Path: rel, Err: err}
+	}
+	jail := f.jailPath(rel)
+	changed := fileErrorf("mkdir", jail, jail, ErrChanged, "%s changed while it was created: retry", jail)
+	fd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return changed
+	}
+	dh := os.NewFile(uintptr(fd), rel)
+	defer dh.Close()
+	if names, _ := dh.Readdirnames(1); len(names) > 0 {
+		return changed
+	}
+	return dh.Chown(f.uid, f.gid)
+}
+
+// aclXattr holds a file's POSIX ACL.
+const aclXattr = "system.posix_acl_access"
