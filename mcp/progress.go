@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -102,6 +103,17 @@ const tick = 20 * time.Millisecond
 // maxNote caps one notification's message; the rest waits for the next.
 const maxNote = 16 << 10
 
+// maxPending bounds the output waiting to be streamed. A command can write
+// faster than a client reads: past this, the command waits for the stream
+// (its pipe fills, and it blocks), so a slow client still gets every byte
+// and the server holds at most this much. A client that stops reading for
+// longer than lagWait gets the rest skipped, with the skip said in the
+// stream, until it catches up: the result keeps the head and tail anyway.
+const maxPending = 1 << 20
+
+// lagWait is how long output waits for a full stream to drain.
+const lagWait = 2 * time.Second
+
 // progress streams one call's output as progress notifications.
 type progress struct {
 	n     *notifier
@@ -111,7 +123,10 @@ type progress struct {
 	// mu protects the fields below.
 	mu      sync.Mutex
 	pending []byte
-	total   int64 // bytes sent so far: the progress value, always growing
+	skipped int64 // output not queued because pending was full
+	lagging bool  // the client did not drain a full stream in lagWait
+	drained chan struct{}
+	total   int64 // bytes sent or skipped so far: the progress value, always growing
 	last    uint64
 	stop    chan struct{}
 	stopped chan struct{}
@@ -123,7 +138,7 @@ func newProgress(ctx context.Context, n *notifier, req mcp.CallToolRequest) *pro
 		return nil
 	}
 	p := &progress{n: n, ctx: ctx, token: req.Params.Meta.ProgressToken,
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+		stop: make(chan struct{}), stopped: make(chan struct{}), drained: make(chan struct{}, 1)}
 	go p.loop()
 	return p
 }
@@ -134,8 +149,26 @@ func (p *progress) add(chunk []byte) {
 		return
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.pending)+len(chunk) > maxPending {
+		if p.lagging {
+			p.skipped += int64(len(chunk))
+			return
+		}
+		p.mu.Unlock()
+		t := time.NewTimer(lagWait)
+		select {
+		case <-p.drained:
+		case <-t.C:
+			p.mu.Lock()
+			p.lagging = true
+			t.Stop()
+			continue
+		}
+		t.Stop()
+		p.mu.Lock()
+	}
 	p.pending = append(p.pending, chunk...)
-	p.mu.Unlock()
 }
 
 func (p *progress) loop() {
@@ -166,6 +199,22 @@ func (p *progress) flush() bool {
 		p.last = seq
 		p.total += int64(k)
 		p.pending = p.pending[k:]
+	}
+	if p.skipped > 0 {
+		note := fmt.Sprintf("\n[warren: %d bytes of output were not streamed, because the client reads slower than the command writes; the result keeps the output's head and tail]\n", p.skipped)
+		seq := p.n.send(p.ctx, p.token, p.total+p.skipped, note)
+		if seq == 0 {
+			return false
+		}
+		p.last = seq
+		p.total += p.skipped
+		p.skipped = 0
+	}
+	p.pending = nil // sent: let the burst's buffer go
+	p.lagging = false
+	select {
+	case p.drained <- struct{}{}:
+	default:
 	}
 	return true
 }
