@@ -136,7 +136,13 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 	j.pipes[2].mu.Unlock()
 	s.mu.Lock()
 	if recOK {
-		s.state = State{Cwd: rec.cwd, Env: rec.env}
+		s.state.Cwd = rec.cwd
+		// Most commands export nothing: parse only what changed. State
+		// hands out copies, so the map is never written once set.
+		if !s.parsed || !bytes.Equal(rec.exports, s.exports) {
+			s.state.Env = parseExports(string(rec.exports))
+			s.exports, s.parsed = rec.exports, true
+		}
 	}
 	res.Cwd = s.state.Cwd
 	if res.Cwd == "" {

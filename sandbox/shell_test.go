@@ -281,3 +281,34 @@ func TestShellKilledBetweenCommandsIsRestarted(t *testing.T) {
 	}
 	assertState(t, sh, "/tmp", "K", "1")
 }
+
+// TestStateFollowsEveryChange: the saved state is the shell's after every
+// command, whether the command changed it or not, and after a restart.
+func TestStateFollowsEveryChange(t *testing.T) {
+	sh, _ := newTestShell(t)
+	steps := []struct {
+		cmd  string
+		want string // A's saved value; "-" when A is not exported
+	}{
+		{"export A=1", "1"},
+		{"true", "1"},
+		{"unset A", "-"},
+		{"echo unchanged", "-"},
+		{"set -a; A=2; set +a", "2"},
+		{"f() { export A=3; }; f", "3"},
+		{"A='x\ny'", "x\ny"},
+		{"kill -9 $$", "x\ny"},
+		{"true", "x\ny"},
+		{"export A=4", "4"},
+	}
+	for _, s := range steps {
+		mustRun(t, sh, s.cmd)
+		got, ok := sh.State().Env["A"]
+		if !ok {
+			got = "-"
+		}
+		if got != s.want {
+			t.Fatalf("after %q: saved A = %q, want %q", s.cmd, got, s.want)
+		}
+	}
+}
