@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -311,4 +312,24 @@ func TestStateFollowsEveryChange(t *testing.T) {
 			t.Fatalf("after %q: saved A = %q, want %q", s.cmd, got, s.want)
 		}
 	}
+}
+
+// TestEndedJobIsReapedBeforeTheNextCommand: a background job killed while
+// the shell waited for a command is gone for that command (kill -0 fails),
+// as it would be in a terminal.
+func TestEndedJobIsReapedBeforeTheNextCommand(t *testing.T) {
+	sh, _ := newTestShell(t)
+	mustRun(t, sh, "sleep 100 & export P=$!")
+	kids := shellChildren(sh.jail.shell())
+	if len(kids) != 1 {
+		t.Fatalf("shell children %v, want the one job", kids)
+	}
+	if err := syscall.Kill(kids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", kids[0]))
+		return err != nil || strings.Contains(string(st), ") Z ")
+	})
+	expectOut(t, sh, "kill -0 $P 2>/dev/null && echo alive || echo gone", 0, "gone")
 }
