@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -16,23 +17,54 @@ type run struct {
 	status []byte
 	rec    statusRecord
 	recOK  bool
-	// streamEnd gets a token per stream whose end marker was read;
-	// statusEnd one when the status record is complete.
-	streamEnd, statusEnd chan struct{}
+	// mu guards got, which the three pipe readers update; ended gets a
+	// token when got becomes complete, or when both streams ended
+	// without the status record: Exec wakes once per command, not once
+	// per piece.
+	mu    sync.Mutex
+	got   progress
+	ended chan struct{}
+}
+
+// arrive records one piece of the command's end.
+func (r *run) arrive(stream bool) {
+	r.mu.Lock()
+	if stream {
+		r.got.streams++
+	} else {
+		r.got.status = true
+	}
+	g := r.got
+	r.mu.Unlock()
+	if g.complete() || (stream && g.streams == 2) {
+		select {
+		case r.ended <- struct{}{}:
+		default: // a token is already waiting: Exec reads got afresh
+		}
+	}
+}
+
+// progress returns what has arrived so far.
+func (r *run) progress() progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got
 }
 
 // script wraps a command in the protocol. `command eval` keeps the shell
 // alive on a syntax error (plain eval would exit dash); </dev/null keeps the
 // command off the control pipe; markers with the nonce frame its output;
 // only builtins run after it, so the trailer works with PATH unset or no
-// processes left.
+// processes left. The stdout end marker comes last, so that the piece that
+// completes the command is usually the last one written.
 func script(command, nonce string) string {
 	n := nonce
 	return "printf 'W%sS' " + n + "; printf 'W%sS' " + n + " >&2; " +
 		"command eval " + shellQuote(command) + " </dev/null; " +
 		"__warren_status=$?; exec 1>&7 2>&8; " +
-		"printf 'W%sE' " + n + "; printf 'W%sE' " + n + " >&2; " +
-		"{ printf 'W%s %d\\n%s\\nW%sP\\n' " + n + " \"$__warren_status\" \"$PWD\" " + n + "; export -p; printf 'W%sX\\n' " + n + "; } >&9\n"
+		"printf 'W%sE' " + n + " >&2; " +
+		"{ printf 'W%s %d\\n%s\\nW%sP\\n' " + n + " \"$__warren_status\" \"$PWD\" " + n + "; export -p; printf 'W%sX\\n' " + n + "; } >&9; " +
+		"printf 'W%sE' " + n + "\n"
 }
 
 // exec runs command in the shell and returns its result (see Exec). It waits for the
@@ -65,7 +97,7 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		maxOut = DefaultMaxOutput
 	}
 
-	r := &run{nonce: s.nextNonce(), streamEnd: make(chan struct{}, 2), statusEnd: make(chan struct{}, 1)}
+	r := &run{nonce: s.nextNonce(), ended: make(chan struct{}, 1)}
 	for i := range r.scan {
 		stream := Stream(i + 1)
 		buf := newCapBuffer(maxOut)
@@ -82,7 +114,7 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		scan := r.scan[i]
 		j.pipes[i].setFeed(func(p []byte) {
 			if scan.phase != finished && scan.feed(p) {
-				r.streamEnd <- struct{}{}
+				r.arrive(true)
 			}
 		})
 	}
@@ -96,7 +128,7 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		}
 		if rec, ok, _ := parseStatus(r.status, r.nonce); ok {
 			r.rec, r.recOK = rec, true
-			r.statusEnd <- struct{}{}
+			r.arrive(false)
 		}
 	})
 	defer func() {
@@ -136,7 +168,13 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 	j.pipes[2].mu.Unlock()
 	s.mu.Lock()
 	if recOK {
-		s.state = State{Cwd: rec.cwd, Env: rec.env}
+		s.state.Cwd = rec.cwd
+		// Most commands export nothing: parse only what changed. State
+		// hands out copies, so the map is never written once set.
+		if !s.parsed || !bytes.Equal(rec.exports, s.exports) {
+			s.state.Env = parseExports(string(rec.exports))
+			s.exports, s.parsed = rec.exports, true
+		}
 	}
 	res.Cwd = s.state.Cwd
 	if res.Cwd == "" {
@@ -170,19 +208,15 @@ func (p progress) complete() bool { return p.streams == 2 && p.status }
 // or the shell's death, a timeout or the caller's cancellation.
 func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration) Result {
 	var res Result
-	var got progress
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var lost <-chan time.Time
-	for !got.complete() {
+	for !r.progress().complete() {
 		select {
-		case <-r.streamEnd:
-			if got.streams++; got.streams == 2 && !got.status {
-				lost = time.After(statusGrace)
+		case <-r.ended:
+			if lost == nil && !r.progress().complete() {
+				lost = time.After(statusGrace) // both streams ended, no status
 			}
-			continue
-		case <-r.statusEnd:
-			got.status = true
 			continue
 		case <-lost:
 			// The command broke the protocol: its exit status is lost.
@@ -199,7 +233,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 		}
 		break
 	}
-	if got.complete() {
+	if r.progress().complete() {
 		res.ExitCode = r.rec.exitCode
 		return res
 	}
@@ -209,7 +243,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	// Ctrl-C would be); a timeout is not.
 	shell := j.shell()
 	if res.Interrupted && shell > 0 && signalCommand(shell, j.background, syscall.SIGINT) > 0 {
-		if s.drain(j, r, &got, quiet) {
+		if s.drain(j, r, quiet) {
 			res.ExitCode = r.rec.exitCode
 			return res
 		}
@@ -217,7 +251,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	if shell > 0 {
 		signalCommand(shell, j.background, syscall.SIGKILL)
 	}
-	if s.drain(j, r, &got, quiet) {
+	if s.drain(j, r, quiet) {
 		res.ExitCode = r.rec.exitCode
 		return res
 	}
@@ -235,15 +269,12 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 
 // drain waits up to d for the rest of the command's end; false when it did
 // not all come.
-func (s *Shell) drain(j *jail, r *run, got *progress, d time.Duration) bool {
+func (s *Shell) drain(j *jail, r *run, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	for !got.complete() {
+	for !r.progress().complete() {
 		select {
-		case <-r.streamEnd:
-			got.streams++
-		case <-r.statusEnd:
-			got.status = true
+		case <-r.ended:
 		case <-j.exited:
 			return false
 		case <-t.C:

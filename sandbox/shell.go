@@ -33,6 +33,8 @@ type Shell struct {
 	cgErr    error      // why the jail has no cgroup, once tried
 	user     *userGroup // the jails of Profile.User, nil without one
 	state    State
+	exports  []byte // the `export -p` that state.Env was parsed from,
+	parsed   bool   // once a command has reported one (not a restored state)
 	closed   bool
 	prepared bool // the workspace was handed to the jail's uid
 	nonceSeq uint64

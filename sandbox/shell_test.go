@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -280,4 +281,55 @@ func TestShellKilledBetweenCommandsIsRestarted(t *testing.T) {
 		t.Fatalf("stdout %q restarted %v", res.Stdout, res.ShellRestarted)
 	}
 	assertState(t, sh, "/tmp", "K", "1")
+}
+
+// TestStateFollowsEveryChange: the saved state is the shell's after every
+// command, whether the command changed it or not, and after a restart.
+func TestStateFollowsEveryChange(t *testing.T) {
+	sh, _ := newTestShell(t)
+	steps := []struct {
+		cmd  string
+		want string // A's saved value; "-" when A is not exported
+	}{
+		{"export A=1", "1"},
+		{"true", "1"},
+		{"unset A", "-"},
+		{"echo unchanged", "-"},
+		{"set -a; A=2; set +a", "2"},
+		{"f() { export A=3; }; f", "3"},
+		{"A='x\ny'", "x\ny"},
+		{"kill -9 $$", "x\ny"},
+		{"true", "x\ny"},
+		{"export A=4", "4"},
+	}
+	for _, s := range steps {
+		mustRun(t, sh, s.cmd)
+		got, ok := sh.State().Env["A"]
+		if !ok {
+			got = "-"
+		}
+		if got != s.want {
+			t.Fatalf("after %q: saved A = %q, want %q", s.cmd, got, s.want)
+		}
+	}
+}
+
+// TestEndedJobIsReapedBeforeTheNextCommand: a background job killed while
+// the shell waited for a command is gone for that command (kill -0 fails),
+// as it would be in a terminal.
+func TestEndedJobIsReapedBeforeTheNextCommand(t *testing.T) {
+	sh, _ := newTestShell(t)
+	mustRun(t, sh, "sleep 100 & export P=$!")
+	kids := shellChildren(sh.jail.shell())
+	if len(kids) != 1 {
+		t.Fatalf("shell children %v, want the one job", kids)
+	}
+	if err := syscall.Kill(kids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", kids[0]))
+		return err != nil || strings.Contains(string(st), ") Z ")
+	})
+	expectOut(t, sh, "kill -0 $P 2>/dev/null && echo alive || echo gone", 0, "gone")
 }

@@ -16,7 +16,7 @@ import (
 type statusRecord struct {
 	exitCode int
 	cwd      string
-	env      map[string]string
+	exports  []byte // `export -p` as the shell wrote it; parseExports reads it
 }
 
 // parseStatus finds the record for nonce in buf. It returns ok=false while
@@ -49,7 +49,7 @@ func parseStatus(buf []byte, nonce string) (rec statusRecord, ok bool, err error
 		return rec, false, fmt.Errorf("status record: no environment marker")
 	}
 	rec.cwd = string(buf[:k])
-	rec.env = parseExports(string(buf[k+len(envMark):]))
+	rec.exports = buf[k+len(envMark):]
 	return rec, true, nil
 }
 

@@ -193,7 +193,6 @@ func (m *Manager) afterCommand(s *Session, sh Runner) string {
 	// Restricted, a walk tells whether rm got it back under the quota.
 	m.measureLocked(s, u, u.limit, u.restricted)
 	n := u.bytes
-	bg := sh.Background()
 	if u.stopped { // the watcher's note already says it
 		u.stopped = false
 		return ""
@@ -201,7 +200,8 @@ func (m *Manager) afterCommand(s *Session, sh Runner) string {
 	if crossed(u) {
 		note := "warren: this command took session " + s.ID + " over its disk quota: " + m.usageText(s, u)
 		u.notice, u.near = note, true
-		if bg {
+		// Only here is it worth a walk of the jail's processes in /proc.
+		if sh.Background() {
 			sh.StopAll("")
 			note += " Its background jobs were stopped (the shell restarts with the same cwd and exports)."
 		}

@@ -156,6 +156,9 @@ func BenchmarkStdioAgainstFloors(b *testing.B) {
 	floorCmd.Env = append(os.Environ(), "WARREN_BENCH_FLOOR="+string(spec), "WARREN_BENCH_WS="+jailDir(b))
 	floor := connect(b, &sdk.CommandTransport{Command: floorCmd})
 	names := []string{"shell_exec", "read_file", "write_file"}
+	if only := os.Getenv("WARREN_BENCH_TOOLS"); only != "" { // e.g. shell_exec, to profile one tool
+		names = strings.Split(only, ",")
+	}
 	for range 20 { // warm up: start the jails, fill caches
 		for _, n := range names {
 			mustCall(b, floor, n, calls[n])
