@@ -133,6 +133,9 @@ func (js *jobs) start(owner string, s *sessions.Session, sh *sandbox.Shell, comm
 	j := &job{id: "j-" + hex.EncodeToString(b[:]), owner: owner, session: s, shell: sh, command: command,
 		opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	j.opts.OnOutput = j.output
+	if also := opts.OnOutput; also != nil { // the activity log's recorder
+		j.opts.OnOutput = func(s sandbox.Stream, chunk []byte) { j.output(s, chunk); also(s, chunk) }
+	}
 	js.byID[j.id] = j
 	js.lines[s.ID] = append(js.lines[s.ID], j)
 	go js.run(j)

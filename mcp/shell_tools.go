@@ -115,9 +115,13 @@ func shellExec(d *deps) Tool {
 		if err != nil {
 			return result[ShellResult]{}, err
 		}
-		j, err := d.jobs.start(user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout})
+		out := d.commandStream(ctx, s.ID)
+		j, err := d.jobs.start(user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout, OnOutput: outputTo(out)})
 		if err != nil {
 			return result[ShellResult]{}, err
+		}
+		if out != nil {
+			go func() { <-j.done; out.Close() }()
 		}
 		return d.await(ctx, req, j, d.yield(in.YieldMS), true)
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/events"
 )
 
 func serveCommand() *cli.Command {
@@ -64,6 +65,7 @@ type services struct {
 	sessions *sessions.Manager
 	work     *work
 	server   *mcp.Server
+	events   *events.Log
 	log      zerolog.Logger
 	dataDir  string
 }
@@ -97,22 +99,30 @@ func openServices(c *cli.Context) (*services, error) {
 		return nil, err
 	}
 	releaseClaimsOnEnd(mgr, w.board, log)
-	var toolsets []string
-	if ts := c.String("toolsets"); ts != "" {
-		toolsets = strings.Split(ts, ",")
-	}
-	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: buildVersion(),
-		ShellYield: c.Duration("shell-yield")})
+	activity, err := events.Open(c.Context, db, events.Options{Log: log})
 	if err != nil {
 		w.stop()
 		db.Close()
 		return nil, err
 	}
-	return &services{db: db, sessions: mgr, work: w, server: srv, log: log, dataDir: dir}, nil
+	var toolsets []string
+	if ts := c.String("toolsets"); ts != "" {
+		toolsets = strings.Split(ts, ",")
+	}
+	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Events: activity, Toolsets: toolsets, Log: log, Version: buildVersion(),
+		ShellYield: c.Duration("shell-yield")})
+	if err != nil {
+		activity.Close()
+		w.stop()
+		db.Close()
+		return nil, err
+	}
+	return &services{db: db, sessions: mgr, work: w, server: srv, events: activity, log: log, dataDir: dir}, nil
 }
 
 func (s *services) close() {
 	s.server.Close()
+	s.events.Close()
 	s.work.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
