@@ -23,6 +23,18 @@ type HTTPOptions struct {
 	// AllowedOrigins lists extra browser origins (scheme://host:port)
 	// allowed besides the server's own host and loopback.
 	AllowedOrigins []string
+	// Console, when set, is served at / and may authenticate /mcp
+	// requests itself (the web console's session cookie).
+	Console Console
+}
+
+// Console is the web console as the HTTP transport mounts it (package web).
+type Console interface {
+	http.Handler // its pages and login, at every path but /mcp and /healthz
+	// MCP wraps the MCP endpoint: bearer authenticates bearer tokens;
+	// open is the endpoint behind that check, for requests the console
+	// authenticated (with the user in the context).
+	MCP(bearer, open http.Handler) http.Handler
 }
 
 // HTTPHandler returns the HTTP handler: MCP at /mcp, liveness at /healthz.
@@ -44,7 +56,13 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins, s.authenticate(opts, limitBody(streamable))))
+	endpoint := limitBody(streamable)
+	authed := s.authenticate(opts, endpoint)
+	if opts.Console != nil {
+		authed = opts.Console.MCP(authed, endpoint)
+		mux.Handle("/", opts.Console)
+	}
+	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins, authed))
 	return mux
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/events"
+	"github.com/warrenhq/warren/web"
 )
 
 func serveCommand() *cli.Command {
@@ -52,6 +53,7 @@ func serveCommand() *cli.Command {
 					&cli.StringFlag{Name: "auth", Value: "token", Usage: "token (bearer tokens, see 'warren token') or none (loopback only, single local user)"},
 					&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address"},
 					&cli.StringSliceFlag{Name: "allow-origin", Usage: "extra browser Origin allowed (scheme://host:port); repeatable"},
+					&cli.StringFlag{Name: "console-dir", Usage: "serve the web console from this directory instead of the built-in one (development: 'just web-watch')"},
 				),
 				Action: runServeHTTP,
 			},
@@ -191,11 +193,23 @@ func runServeHTTP(c *cli.Context) error {
 		svc.log.Warn().Str("user", opts.LocalUser).Msg("--auth none: every local process that can reach the port acts as " + opts.LocalUser)
 	}
 
+	consoleOpts := web.Options{AllowedOrigins: opts.AllowedOrigins, Dir: c.String("console-dir"), Log: svc.log}
+	if opts.Tokens != nil {
+		consoleOpts.Tokens = opts.Tokens
+	}
+	console, err := web.New(consoleOpts)
+	if err != nil {
+		return err
+	}
+	opts.Console = console
+
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	url := "http://" + ln.Addr().String() + "/mcp"
+	// On stdout, never in the logs: the link signs a browser in.
+	consoleURL := console.LoginURL("http://"+ln.Addr().String(), opts.LocalUser)
 	if firstToken != "" {
 		fmt.Fprintf(c.App.Writer, "warren: no token existed, so one was created for user %s; it is shown only once:\n\n"+
 			"  URL:   %s\n  Token: %s\n\nSend it as 'Authorization: Bearer <token>'. Manage tokens with 'warren token'.\n",
@@ -206,6 +220,11 @@ func runServeHTTP(c *cli.Context) error {
 			url, os.Args[0], svc.dataDir)
 	} else {
 		fmt.Fprintf(c.App.Writer, "warren: serving MCP at %s (no authentication: loopback only)\n", url)
+	}
+	if authMode == "token" {
+		fmt.Fprintf(c.App.Writer, "Web console (the link signs one browser in as %s, once): %s\n", opts.LocalUser, consoleURL)
+	} else {
+		fmt.Fprintf(c.App.Writer, "Web console: %s\n", consoleURL)
 	}
 	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
 
