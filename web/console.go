@@ -182,6 +182,13 @@ func (c *Console) MCP(bearer, open http.Handler) http.Handler {
 			bearer.ServeHTTP(w, r)
 			return
 		}
+		if r.Method == http.MethodGet && r.Header.Get("Origin") == "" {
+			// Browsers send no Origin with a same-origin GET: the SDK's
+			// optional server stream, which warren does not serve.
+			w.Header().Set("Allow", "POST, DELETE")
+			http.Error(w, "GET streams are not served: the console reads each response's own stream", http.StatusMethodNotAllowed)
+			return
+		}
 		if !c.ownOrigin(r) {
 			http.Error(w, "the console's cookie is accepted only from the console's own page: agents send 'Authorization: Bearer <token>'",
 				http.StatusForbidden)
