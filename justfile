@@ -39,7 +39,7 @@ test: deps
     just web-check
     go test -count=1 -timeout 20m ./...
 
-# Run the official MCP conformance suite against `serve http --auth none` (installs Node 22 into bin/).
+# Run the official MCP conformance suite, 0.1.16 and the newest published, against `serve http --auth none` (installs Node 22 into bin/).
 conformance: deps
     ./mcp/conformance/run.sh
 

@@ -23,14 +23,25 @@ type TokenStore struct {
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 
-	// mu guards cache. Every MCP request carries the token; a database
-	// read and write for each would cost more than a shell command, so a
-	// good token is remembered for authTTL and its last use is written at
-	// most once per authTTL. A revocation made by another process (the
-	// CLI) takes effect within authTTL; one made here, at once.
-	mu    sync.Mutex
-	cache map[string]cachedToken
+	// mu guards cache and used. Every MCP request carries the token; a
+	// database read for each would cost more than a shell command, so a
+	// good token is remembered for authTTL. A revocation made by another
+	// process (the CLI) takes effect within authTTL; one made here, at once.
+	// Last uses are written in the background every flushEvery and at
+	// Close, never on the request path: a write there waited for whoever
+	// held the database's write lock (6.8 s seen).
+	mu      sync.Mutex
+	cache   map[string]cachedToken
+	used    map[string]time.Time // token id -> last use not yet written
+	flusher sync.Once
+	closing sync.Once
+	stop    chan struct{}
+	stopped chan struct{}
 }
+
+// flushEvery is how often last uses reach the database: what 'warren token
+// ls' shows lags by at most this much.
+const flushEvery = 30 * time.Second
 
 // authTTL is how long a checked token is trusted without the database.
 const authTTL = 5 * time.Second
@@ -58,7 +69,8 @@ func NewTokenStore(ctx context.Context, db *sql.DB) (*TokenStore, error) {
 	if err := migrateAuth(ctx, db); err != nil {
 		return nil, err
 	}
-	return &TokenStore{db: db, Now: time.Now, cache: map[string]cachedToken{}}, nil
+	return &TokenStore{db: db, Now: time.Now, cache: map[string]cachedToken{}, used: map[string]time.Time{},
+		stop: make(chan struct{}), stopped: make(chan struct{})}, nil
 }
 
 func hashToken(tok string) string {
@@ -98,6 +110,7 @@ func (s *TokenStore) Authenticate(ctx context.Context, token string) (string, er
 	c, ok := s.cache[hash]
 	s.mu.Unlock()
 	if ok && now.Sub(c.checked) < authTTL {
+		s.markUsed(c.id, now)
 		return c.user, nil
 	}
 	var id, user string
@@ -110,15 +123,89 @@ func (s *TokenStore) Authenticate(ctx context.Context, token string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("check token: %w", err)
 	}
-	// Best effort: a failed bookkeeping write must not refuse a good token.
-	_, _ = s.db.ExecContext(ctx, `UPDATE auth_tokens SET last_used_at = ? WHERE id = ?`, now.UTC().UnixMilli(), id)
 	s.mu.Lock()
-	if s.cache == nil {
-		s.cache = map[string]cachedToken{}
-	}
 	s.cache[hash] = cachedToken{id: id, user: user, checked: now}
 	s.mu.Unlock()
+	s.markUsed(id, now)
 	return user, nil
+}
+
+// markUsed notes a token's use for the next flush.
+func (s *TokenStore) markUsed(id string, at time.Time) {
+	s.mu.Lock()
+	s.used[id] = at
+	s.mu.Unlock()
+	s.flusher.Do(func() { go s.flushLoop() })
+}
+
+func (s *TokenStore) flushLoop() {
+	defer close(s.stopped)
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			// On failure the uses stay pending for the next round.
+			_ = s.flush(context.Background())
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// flush writes the pending last uses in one transaction; on failure they
+// stay pending.
+func (s *TokenStore) flush(ctx context.Context) error {
+	s.mu.Lock()
+	pending := s.used
+	s.used = map[string]time.Time{}
+	s.mu.Unlock()
+	if len(pending) == 0 {
+		return nil
+	}
+	err := s.writeUses(ctx, pending)
+	if err != nil {
+		s.mu.Lock()
+		for id, at := range pending {
+			if later, ok := s.used[id]; !ok || later.Before(at) {
+				s.used[id] = at
+			}
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func (s *TokenStore) writeUses(ctx context.Context, uses map[string]time.Time) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record token use: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	for id, at := range uses {
+		if _, err := tx.ExecContext(ctx, `UPDATE auth_tokens SET last_used_at = MAX(COALESCE(last_used_at, 0), ?) WHERE id = ?`,
+			at.UTC().UnixMilli(), id); err != nil {
+			return fmt.Errorf("record token use: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record token use: %w", err)
+	}
+	return nil
+}
+
+// Close stops the background writer and writes the last uses still
+// pending. Call it before closing the database.
+func (s *TokenStore) Close() error {
+	started := true
+	s.flusher.Do(func() { started = false })
+	if started {
+		s.closing.Do(func() { close(s.stop) })
+		<-s.stopped
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.flush(ctx)
 }
 
 func (s *TokenStore) forget(hash string) {

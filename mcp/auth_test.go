@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -66,5 +67,72 @@ func TestTokensAuthenticateAndRevoke(t *testing.T) {
 	}
 	if _, err := server.Authenticate(ctx, tok2); !errors.Is(err, ErrBadToken) {
 		t.Fatalf("a token revoked here still works: %v", err)
+	}
+}
+
+// TestAuthenticateDoesNotWaitForTheDatabaseLock: while another connection
+// holds the database's write lock, a token is still checked at once; its
+// last use reaches the database later, and at Close.
+func TestAuthenticateDoesNotWaitForTheDatabaseLock(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "warren.db")
+	open := func() *sql.DB {
+		// A busy timeout longer than the test's patience: a write on the
+		// request path would wait for the lock.
+		db, err := sql.Open("sqlite3", "file:"+path+"?_pragma=busy_timeout(120000)&_pragma=journal_mode(wal)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	db := open()
+	store, err := NewTokenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, info, err := store.Create(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	other := open()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	authenticated := make(chan error, 1)
+	go func() {
+		user, err := store.Authenticate(ctx, tok)
+		if err == nil && user != "alice" {
+			err = fmt.Errorf("user %q", user)
+		}
+		authenticated <- err
+	}()
+	select {
+	case err := <-authenticated:
+		if err != nil {
+			t.Fatalf("Authenticate while the database is locked: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Authenticate waited for another connection's write lock")
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := store.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tokens) != 1 || tokens[0].ID != info.ID || tokens[0].LastUsed.IsZero() {
+		t.Fatalf("last use not recorded at Close: %+v", tokens)
 	}
 }

@@ -194,6 +194,9 @@ func writeFile(d *deps) Tool {
 			}
 			data = append(old, data...)
 		}
+		if err := d.checkGrowth(ws, rel, len(data)); err != nil {
+			return zero, err
+		}
 		if err := ws.writeAtomic(rel, data); err != nil {
 			return zero, fileError(in.Path, err)
 		}
@@ -240,6 +243,9 @@ func editFile(d *deps) Tool {
 			n = 1
 		}
 		s = strings.Replace(s, in.OldText, in.NewText, n)
+		if err := d.checkGrowth(ws, rel, len(s)); err != nil {
+			return zero, err
+		}
 		if err := ws.writeAtomic(rel, []byte(s)); err != nil {
 			return zero, fileError(in.Path, err)
 		}

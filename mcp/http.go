@@ -1,11 +1,17 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +29,10 @@ type HTTPOptions struct {
 	// AllowedOrigins lists extra browser origins (scheme://host:port)
 	// allowed besides the server's own host and loopback.
 	AllowedOrigins []string
+	// BodyTimeout bounds how long a request body may take to arrive;
+	// zero means DefaultBodyTimeout. Responses (long SSE streams) are not
+	// bounded by it.
+	BodyTimeout time.Duration
 	// Console, when set, is served at / and may authenticate /mcp
 	// requests itself (the web console's session cookie).
 	Console Console
@@ -37,16 +47,28 @@ type Console interface {
 	MCP(bearer, open http.Handler) http.Handler
 }
 
+// DefaultBodyTimeout is how long a request body may take to arrive: the
+// largest one (32 MiB) needs about 1 MB/s.
+const DefaultBodyTimeout = 30 * time.Second
+
 // HTTPHandler returns the HTTP handler: MCP at /mcp, liveness at /healthz.
 func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
+	s.events = newEventStore(eventsPerSession, eventsTotal, eventsMaxAge)
+	s.owners = newSessionOwners()
 	// An event store and no standalone GET stream: with mcp-go v1.2.1 this
 	// keeps progress notifications on the POST's own SSE stream, in order,
 	// before the response; the GET stream would otherwise compete for them.
+	// The store is warren's own, bounded (event_store.go).
 	streamable := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
-		server.WithEventStore(server.NewInMemoryEventStore()),
+		server.WithEventStore(s.events),
 		server.WithDisableStreaming(true),
 		server.WithSessionIdleTTL(30*time.Minute),
+		server.WithSessionIdManagerResolver(s.owners),
+		server.WithStreamableHTTPLogger(slog.New(slogToZerolog{l: s.deps.log})),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			return WithUser(ctx, UserFrom(r.Context()))
 		}),
@@ -56,13 +78,16 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	endpoint := limitBody(streamable)
+	for _, p := range []string{"/register", "/authorize", "/token"} {
+		mux.HandleFunc(p, noOAuth)
+	}
+	endpoint := s.owners.requireOwnSession(readBody(opts.BodyTimeout, streamable))
 	authed := s.authenticate(opts, endpoint)
 	if opts.Console != nil {
 		authed = opts.Console.MCP(authed, endpoint)
 		mux.Handle("/", opts.Console)
 	}
-	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins, authed))
+	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins, bodyDeadline(opts.BodyTimeout, authed)))
 	return mux
 }
 
@@ -70,42 +95,126 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 // with JSON escaping fits; a client cannot make the server buffer more.
 const maxRequestBytes = 32 << 20
 
-// limitBody refuses bodies over maxRequestBytes: at once with 413 when the
-// length is declared, by cutting the read otherwise.
-func limitBody(next http.Handler) http.Handler {
+// bodyDeadline gives a request's body timeout to arrive, from the start:
+// a request refused before its body is read (no token) would otherwise
+// hold its connection while net/http waits for the body to discard it,
+// and a few hundred such connections exhausted the server's descriptors.
+// Requests without a body are left alone: their connection is already
+// waiting for the client to go away, and a deadline would cut the response.
+func bodyDeadline(timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > maxRequestBytes {
-			http.Error(w, fmt.Sprintf("request body of %d bytes is over the limit of %d: send large files in parts (write_file with append)",
-				r.ContentLength, maxRequestBytes), http.StatusRequestEntityTooLarge)
-			return
+		if r.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
 		next.ServeHTTP(w, r)
 	})
 }
 
+// readBody reads the whole body within the deadline bodyDeadline set, then
+// lifts the deadline so that the response, an SSE stream as long as the
+// command, is not cut. Bodies over maxRequestBytes are refused (413) at once
+// when declared, when reached otherwise.
+func readBody(timeout time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tooBig := fmt.Sprintf("request body over the limit of %d bytes: send large files in parts (write_file with append)", maxRequestBytes)
+		if r.ContentLength > maxRequestBytes {
+			http.Error(w, tooBig, http.StatusRequestEntityTooLarge)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+		var maxErr *http.MaxBytesError
+		switch {
+		case errors.As(err, &maxErr):
+			http.Error(w, tooBig, http.StatusRequestEntityTooLarge)
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			http.Error(w, fmt.Sprintf("request body did not arrive within %s", timeout), http.StatusRequestTimeout)
+			return
+		case err != nil:
+			http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// tokenHelp is what a client without a valid token is told.
+const tokenHelp = "send the header 'Authorization: Bearer <token>'; create a token on the server with 'warren token create --user NAME'"
+
 // authenticate maps the bearer token to a user, or answers 401.
+//
+// The 401 carries `WWW-Authenticate: Bearer realm="warren"` (with
+// error="invalid_token" when a token was sent) and no resource_metadata:
+// warren is no OAuth resource server and advertises no authorization
+// server. OAuth-capable clients (the TypeScript SDK with an auth provider)
+// still probe for one on any 401; what they fall back to, /register, answers
+// with an OAuth error that carries the message below (noOAuth), so that
+// the client shows it instead of a login.
 func (s *Server) authenticate(opts HTTPOptions, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if opts.Tokens == nil {
 			next.ServeHTTP(w, r.WithContext(WithUser(r.Context(), opts.LocalUser)))
 			return
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		tok, ok := bearerToken(r.Header.Get("Authorization"))
 		user, err := "", error(nil)
 		if ok {
-			user, err = opts.Tokens.Authenticate(r.Context(), strings.TrimSpace(tok))
+			user, err = opts.Tokens.Authenticate(r.Context(), tok)
 		}
 		if !ok || err != nil {
 			if err != nil && err != ErrBadToken {
 				s.deps.log.Error().Err(err).Msg("authenticate")
 			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
-			http.Error(w, "missing or invalid bearer token: send 'Authorization: Bearer <token>' (create one with 'warren token create --user NAME')", http.StatusUnauthorized)
+			challenge := `Bearer realm="warren"`
+			msg := "missing bearer token: " + tokenHelp
+			if ok {
+				challenge += `, error="invalid_token", error_description="invalid or revoked token"`
+				msg = "invalid or revoked bearer token: " + tokenHelp
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			http.Error(w, msg, http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(WithUser(r.Context(), user)))
 	})
+}
+
+// bearerToken returns the token of an Authorization header. The scheme is
+// case-insensitive (RFC 7235).
+func bearerToken(header string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(header), " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return "", false
+	}
+	return tok, true
+}
+
+// noOAuth answers the OAuth endpoints that OAuth-capable MCP clients fall
+// back to when a 401 names no authorization server (/register, then
+// /authorize or /token): with an OAuth error whose description says how to
+// authenticate to warren, which such clients show to their user.
+func noOAuth(w http.ResponseWriter, r *http.Request) {
+	msg := "warren does not offer OAuth: configure your MCP client to " + tokenHelp
+	if r.Method == http.MethodGet { // /authorize, in a browser
+		http.Error(w, msg, http.StatusBadRequest)
+		return
+	}
+	code := "invalid_client_metadata" // registration (RFC 7591)
+	if r.URL.Path == "/token" {
+		code = "unsupported_grant_type"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "error_description": msg})
 }
 
 // checkOrigin refuses browser requests from foreign origins (403), so that

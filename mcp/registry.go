@@ -29,7 +29,7 @@ type Tool struct {
 }
 
 // Toolsets known to this build, in the order the docs list them.
-var Toolsets = []string{"shell", "files", "sessions", "tasks", "usage"}
+var Toolsets = []string{"shell", "files", "sessions", "tasks", "usage", "agent"}
 
 // deps are what the tool handlers need. They arrive through the tool
 // constructors, never through the context; only the calling user (a
@@ -43,6 +43,8 @@ type deps struct {
 	jobs     *jobs
 	notes    *notifier
 	log      zerolog.Logger
+	agent    AgentRunner       // nil: the agent toolset is not served
+	srv      *server.MCPServer // for elicitation
 }
 
 // Registry returns every tool of this build, with handlers bound to nothing:
@@ -50,13 +52,14 @@ type deps struct {
 func Registry() []Tool { return allTools(&deps{}) }
 
 func allTools(d *deps) []Tool {
-	return []Tool{
+	return plainOutputSchemas([]Tool{
 		shellExec(d), shellWait(d), shellKill(d),
 		readFile(d), writeFile(d), editFile(d),
 		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d), sessionWatch(d),
 		taskList(d), taskClaim(d), taskUpdate(d), taskAdd(d),
 		usageReport(d), usageRecord(d),
-	}
+		agentRun(d),
+	})
 }
 
 // servedTools drops the toolsets whose service is not configured, so that
@@ -64,7 +67,7 @@ func allTools(d *deps) []Tool {
 func servedTools(all []Tool, d *deps) []Tool {
 	var out []Tool
 	for _, t := range all {
-		if (t.Toolset == "tasks" && d.tasks == nil) || (t.Toolset == "usage" && d.meter == nil) ||
+		if (t.Toolset == "tasks" && d.tasks == nil) || (t.Toolset == "usage" && d.meter == nil) || (t.Toolset == "agent" && d.agent == nil) ||
 			(t.Tool.Name == "session_watch" && d.events == nil) {
 			continue
 		}

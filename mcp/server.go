@@ -42,6 +42,8 @@ type Options struct {
 	// ShellYield is how long shell_exec and shell_wait wait for a command
 	// before returning it as a running job; 0 means DefaultYield.
 	ShellYield time.Duration
+	// Agent runs agent_run; nil: the agent toolset is not served.
+	Agent AgentRunner
 }
 
 // Server is warren's MCP server, ready to be served over one transport.
@@ -49,11 +51,15 @@ type Server struct {
 	mcp   *server.MCPServer
 	deps  *deps
 	tools []Tool
+
+	// Set by HTTPHandler.
+	events *eventStore    // progress and responses kept for resumption
+	owners *sessionOwners // who opened each MCP session
 }
 
 // New builds the server with the selected toolsets.
 func New(opts Options) (*Server, error) {
-	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, events: opts.Events, jobs: newJobs(), notes: newNotifier(), log: opts.Log}
+	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, events: opts.Events, jobs: newJobs(), notes: newNotifier(), log: opts.Log, agent: opts.Agent}
 	d.jobs.yield = opts.ShellYield
 	d.jobs.onEnd = func(j *job) { d.sessions.QueueState(j.session, j.shell) }
 	tools, err := selectTools(servedTools(allTools(d), d), opts.Toolsets)
@@ -66,8 +72,11 @@ func New(opts Options) (*Server, error) {
 	}
 	hooks := &server.Hooks{}
 	hooks.AddAfterCallTool(newArgumentErrors(tools).afterCallTool)
+	hooks.AddOnRegisterSession(setDefaultClientLevel)
 	s := server.NewMCPServer("warren", version,
+		server.WithElicitation(), // agent_run asks approvals
 		server.WithToolCapabilities(false),
+		server.WithLogging(), // notify.go
 		server.WithInputSchemaValidation(),
 		server.WithHooks(hooks),
 		server.WithRecovery(),
@@ -82,10 +91,12 @@ func New(opts Options) (*Server, error) {
 		d.usage.enforce = opts.Enforce
 		s.Use(d.meterTools)
 	}
+	s.Use(d.notifyTools)
 	for _, t := range tools {
 		s.AddTool(t.Tool, t.Handler)
 	}
 	d.notes.srv = s
+	d.srv = s
 	return &Server{mcp: s, deps: d, tools: tools}, nil
 }
 

@@ -63,7 +63,8 @@ type SessionDiffOutput struct {
 	Base      string                 `json:"base" jsonschema:"the base snapshot the workspace is compared with (taken when the session was created)"`
 	Patch     string                 `json:"patch" jsonschema:"unified diff; binary files are named, not shown"`
 	Truncated bool                   `json:"truncated" jsonschema:"the patch was cut at max_bytes; files still lists every change"`
-	Files     []workspace.FileChange `json:"files" jsonschema:"each changed path: added, modified, deleted or renamed, with line counts"`
+	Files     []workspace.FileChange `json:"files" jsonschema:"each changed path: added, modified, deleted or renamed, with line counts; note says why a file's lines are not in the patch (a large file, .git's object store summarised)"`
+	Notes     []string               `json:"notes,omitempty" jsonschema:"what the diff summarises or leaves out: files recorded by size only, entries skipped (sockets, FIFOs, other file systems), files past the summary's cap"`
 }
 
 const defaultDiffBytes = 256 << 10
@@ -189,7 +190,8 @@ func sessionControl(d *deps) Tool {
 func sessionDiff(d *deps) Tool {
 	t := mcp.NewTool("session_diff",
 		mcp.WithDescription("Show what changed in a session's workspace since it was created: a unified diff and a "+
-			"per-file summary, untracked files included, .gitignore'd files left out."),
+			"per-file summary of everything, .git and .gitignore'd files included; binary and large files (over 1 MiB) "+
+			"are named with their sizes, not shown."),
 		mcp.WithInputSchema[SessionDiffInput](),
 		mcp.WithOutputSchema[SessionDiffOutput](),
 		annotations("Diff a session against its base", true, false, true, false),
@@ -210,13 +212,16 @@ func sessionDiff(d *deps) Tool {
 		if err != nil {
 			return result[SessionDiffOutput]{}, err
 		}
-		out := SessionDiffOutput{SessionID: s.ID, Base: diff.Base, Patch: diff.Patch, Truncated: diff.Truncated, Files: diff.Files}
+		out := SessionDiffOutput{SessionID: s.ID, Base: diff.Base, Patch: diff.Patch, Truncated: diff.Truncated, Files: diff.Files, Notes: diff.Notes}
 		if out.Files == nil {
 			out.Files = []workspace.FileChange{}
 		}
 		text := diff.Patch
 		if len(out.Files) == 0 {
 			text = "no changes since the session was created"
+		}
+		for _, n := range diff.Notes {
+			text += "\n[" + n + "]"
 		}
 		return result[SessionDiffOutput]{Out: out, Text: text}, nil
 	})

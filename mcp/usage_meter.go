@@ -50,6 +50,8 @@ func (d *deps) enforce(ctx context.Context, user string, req mcp.CallToolRequest
 	if !blocked {
 		return nil
 	}
+	d.notify(ctx, mcp.LoggingLevelWarning, "usage threshold reached: "+reason+"; shell_exec is refused until it is raised or resets",
+		map[string]any{"event": "usage_threshold", "session_id": session})
 	return mcp.NewToolResultError("shell_exec refused: " + reason + ". The threshold is enforced: " +
 		"ask the operator to raise or remove it in warren's config file, wait for the next UTC day if it is daily, " +
 		"or see 'warren usage alerts'")

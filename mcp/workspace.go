@@ -16,11 +16,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions"
 )
 
 // ws is a session's workspace opened for the file tools.
 type ws struct {
 	root     *os.Root
+	session  *sessions.Session
 	uid, gid int
 	chown    bool // the server runs as root: hand new files to the jail's uid
 }
@@ -42,7 +44,7 @@ func (d *deps) workspace(ctx context.Context, sessionID string, write bool) (*ws
 	if err != nil {
 		return nil, err
 	}
-	w := &ws{root: r}
+	w := &ws{root: r, session: s}
 	w.uid, w.gid = sh.Owner()
 	// Files created by a root server would be read-only to the jail.
 	w.chown = os.Geteuid() == 0 && w.uid != 0

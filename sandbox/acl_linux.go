@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"sort"
 	"syscall"
 
@@ -40,47 +38,47 @@ var errNoACL = errors.New("the file system does not support POSIX ACLs")
 // under dir through POSIX ACLs, and makes new files inherit that access,
 // without changing any owner or mode bit: a root-owned checkout stays
 // root's (git refuses repositories owned by someone else), yet the jail's
-// unprivileged uid can work in it.
+// unprivileged uid can work in it. The tree is walked by descriptors (see
+// tree_linux.go): a symlink, even one a running jail swaps in while the
+// walk runs, is never followed, and only regular files and directories on
+// dir's own mount are changed.
 func GrantTree(dir string, uid int) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil // ACLs live on the target, which may be outside
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return grant(path, info.Mode(), uint32(uid))
-	})
-}
-
-func grant(path string, mode fs.FileMode, uid uint32) error {
-	perm := uint16(6) // rw
-	if mode.IsDir() || mode&0o100 != 0 {
-		perm = 7 // directories need x to be entered; keep executables runnable
-	}
-	if err := setACL(path, xattrACLAccess, mode, uid, perm); err != nil {
+	root, err := openTree(dir)
+	if err != nil {
 		return err
 	}
-	if mode.IsDir() {
-		return setACL(path, xattrACLDefault, mode, uid, 7)
+	defer root.close()
+	return grantTree(root, uint32(uid))
+}
+
+func grantTree(root *treeRoot, uid uint32) error {
+	return root.walk(func(e *treeEntry) error { return grant(e, uid) })
+}
+
+func grant(e *treeEntry, uid uint32) error {
+	perm := uint16(6) // rw
+	if e.isDir() || e.perm()&0o100 != 0 {
+		perm = 7 // directories need x to be entered; keep executables runnable
+	}
+	if err := setACL(e, xattrACLAccess, uid, perm); err != nil {
+		return err
+	}
+	if e.isDir() {
+		return setACL(e, xattrACLDefault, uid, 7)
 	}
 	return nil
 }
 
-// setACL adds (or replaces) a named-user entry in path's ACL, building the
+// setACL adds (or replaces) a named-user entry in the entry's ACL, building the
 // base entries from the mode when there is no ACL yet, and recomputes the
 // mask so the entry takes effect.
-func setACL(path, attr string, mode fs.FileMode, uid uint32, perm uint16) error {
-	entries, err := readACL(path, attr)
+func setACL(e *treeEntry, attr string, uid uint32, perm uint16) error {
+	entries, err := readACL(e, attr)
 	if err != nil {
 		return err
 	}
 	if len(entries) == 0 {
-		m := uint16(mode.Perm())
+		m := e.perm()
 		entries = []aclEntry{{tag: aclUserObj, perm: m >> 6 & 7}, {tag: aclGroupObj, perm: m >> 3 & 7}, {tag: aclOther, perm: m & 7}}
 		if attr == xattrACLDefault {
 			entries[0].perm = 7 // new files keep their owner's full access
@@ -116,21 +114,21 @@ func setACL(path, attr string, mode fs.FileMode, uid uint32, perm uint16) error 
 		}
 		binary.LittleEndian.PutUint32(b[4:], id)
 	}
-	if err := unix.Setxattr(path, attr, buf, 0); err != nil {
+	if err := unix.Setxattr(e.procPath(), attr, buf, 0); err != nil {
 		if errors.Is(err, syscall.EOPNOTSUPP) {
 			return errNoACL
 		}
-		return fmt.Errorf("set ACL of %s: %w", path, err)
+		return fmt.Errorf("set ACL of %s: %w", e.path, err)
 	}
 	return nil
 }
 
-// readACL returns path's ACL entries, or none when it has no ACL.
-func readACL(path, attr string) ([]aclEntry, error) {
+// readACL returns the entry's ACL entries, or none when it has no ACL.
+func readACL(e *treeEntry, attr string) ([]aclEntry, error) {
 	buf := make([]byte, 512)
 	for {
-		n, err := unix.Getxattr(path, attr, buf)
-		if errors.Is(err, syscall.ERANGE) {
+		n, err := unix.Getxattr(e.procPath(), attr, buf)
+		if errors.Is(err, syscall.ERANGE) && len(buf) < 64<<10 { // the kernel's cap on an xattr
 			buf = make([]byte, len(buf)*4)
 			continue
 		}
@@ -141,13 +139,13 @@ func readACL(path, attr string) ([]aclEntry, error) {
 			return nil, errNoACL
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read ACL of %s: %w", path, err)
+			return nil, fmt.Errorf("read ACL of %s: %w", e.path, err)
 		}
 		buf = buf[:n]
 		break
 	}
 	if len(buf) < 4 || binary.LittleEndian.Uint32(buf) != aclVersion || (len(buf)-4)%8 != 0 {
-		return nil, fmt.Errorf("read ACL of %s: unknown format", path)
+		return nil, fmt.Errorf("read ACL of %s: unknown format", e.path)
 	}
 	var out []aclEntry
 	for b := buf[4:]; len(b) >= 8; b = b[8:] {

@@ -44,20 +44,17 @@ func sweepStale(own map[string]string) {
 	if CgroupMode() == "v2" {
 		parents = []string{filepath.Join(cgroupRoot, own[""])}
 	} else {
-		for _, ctrl := range []string{"pids", "memory", "cpu"} {
-			mount := filepath.Join(cgroupRoot, ctrl)
-			p := filepath.Join(mount, own[ctrl])
-			if _, err := os.Stat(p); err != nil {
-				p = mount
-			}
-			parents = append(parents, p)
+		for _, ctrl := range v1Controllers {
+			parents = append(parents, ownDirV1(own, ctrl))
 		}
 	}
 	for _, parent := range parents {
+		// warren-<pid>-<seq> for a jail, warren-<pid>-user-<name> for a
+		// user's jails together (removed with the jails nested in it).
 		dirs, _ := filepath.Glob(filepath.Join(parent, "warren-*-*"))
 		for _, dir := range dirs {
-			var pid, seq int
-			if _, err := fmt.Sscanf(filepath.Base(dir), "warren-%d-%d", &pid, &seq); err != nil || pid == os.Getpid() {
+			pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(dir), "warren-"), "-", 2)[0])
+			if err != nil || pid == os.Getpid() {
 				continue
 			}
 			if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
@@ -80,11 +77,56 @@ func CgroupMode() string {
 	return ""
 }
 
-// newCgroup creates a cgroup for one jail with the given limits. It fails
-// when the host does not let this process create cgroups; the caller falls
-// back to rlimits.
-func newCgroup(l Limits) (*cgroup, error) {
-	name := fmt.Sprintf("warren-%d-%d", os.Getpid(), cgroupSeq.Add(1))
+// newCgroup creates a cgroup for one jail with the given limits, beside
+// the server's own. It fails when the host does not let this process
+// create cgroups; the caller falls back to rlimits.
+func newCgroup(l Limits) (*cgroup, error) { return newCgroupIn(nil, l) }
+
+// newCgroupIn creates a cgroup for one jail inside parent (a user's
+// cgroup), or beside the server's own when parent is nil.
+func newCgroupIn(parent *cgroup, l Limits) (*cgroup, error) {
+	return createCgroup(parent, fmt.Sprintf("warren-%d-%d", os.Getpid(), cgroupSeq.Add(1)), cgroupSettings(l, CgroupMode() == "v2"))
+}
+
+// v1Controllers are the cgroup v1 hierarchies a jail is placed in, in the
+// order of cgroup.dirs.
+var v1Controllers = []string{"pids", "memory", "cpu"}
+
+// setting is one file written in a new cgroup. Optional ones may be missing
+// (memsw exists only with swap accounting).
+type setting struct {
+	ctrl, file, value string
+	optional          bool
+}
+
+// cgroupSettings turns limits into cgroup files for v1 or v2.
+func cgroupSettings(l Limits, v2 bool) []setting {
+	var out []setting
+	if l.PIDs > 0 {
+		out = append(out, setting{"pids", "pids.max", strconv.FormatInt(l.PIDs, 10), false})
+	}
+	if l.MemoryBytes > 0 {
+		v := strconv.FormatInt(l.MemoryBytes, 10)
+		if v2 {
+			out = append(out, setting{"memory", "memory.max", v, false}, setting{"memory", "memory.swap.max", "0", true})
+		} else {
+			out = append(out, setting{"memory", "memory.limit_in_bytes", v, false}, setting{"memory", "memory.memsw.limit_in_bytes", v, true})
+		}
+	}
+	if l.CPUs > 0 {
+		quota := strconv.FormatInt(int64(l.CPUs*100000), 10)
+		if v2 {
+			out = append(out, setting{"cpu", "cpu.max", quota + " 100000", false})
+		} else {
+			out = append(out, setting{"cpu", "cpu.cfs_period_us", "100000", false}, setting{"cpu", "cpu.cfs_quota_us", quota, false})
+		}
+	}
+	return out
+}
+
+// createCgroup makes cgroup name inside parent (nil: beside the server's
+// own cgroups) and writes the settings into it.
+func createCgroup(parent *cgroup, name string, settings []setting) (*cgroup, error) {
 	own, err := ownCgroups()
 	if err != nil {
 		return nil, err
@@ -92,78 +134,68 @@ func newCgroup(l Limits) (*cgroup, error) {
 	sweepOnce.Do(func() { sweepStale(own) })
 	switch CgroupMode() {
 	case "v2":
-		return newCgroupV2(own[""], name, l)
+		dir := filepath.Join(cgroupRoot, own[""])
+		if parent != nil {
+			dir = parent.dirs[0]
+		}
+		return newCgroupV2(dir, name, settings)
 	case "v1":
-		return newCgroupV1(own, name, l)
+		return newCgroupV1(own, parent, name, settings)
 	}
 	return nil, errors.New("no cgroup hierarchy is mounted at " + cgroupRoot)
 }
 
-func newCgroupV1(own map[string]string, name string, l Limits) (*cgroup, error) {
+// ownDirV1 is the server's own cgroup directory of one v1 controller.
+func ownDirV1(own map[string]string, ctrl string) string {
+	mount := filepath.Join(cgroupRoot, ctrl)
+	dir := filepath.Join(mount, own[ctrl])
+	if _, err := os.Stat(dir); err != nil {
+		return mount // inside a cgroup namespace the mount is our root
+	}
+	return dir
+}
+
+func newCgroupV1(own map[string]string, parent *cgroup, name string, settings []setting) (*cgroup, error) {
 	cg := &cgroup{home: map[string]string{}, fd: -1}
-	settings := map[string][][2]string{
-		"pids":   nil,
-		"memory": nil,
-		"cpu":    nil,
-	}
-	if l.PIDs > 0 {
-		settings["pids"] = [][2]string{{"pids.max", strconv.FormatInt(l.PIDs, 10)}}
-	}
-	if l.MemoryBytes > 0 {
-		v := strconv.FormatInt(l.MemoryBytes, 10)
-		settings["memory"] = [][2]string{{"memory.limit_in_bytes", v}, {"memory.memsw.limit_in_bytes", v}}
-	}
-	if l.CPUs > 0 {
-		settings["cpu"] = [][2]string{{"cpu.cfs_period_us", "100000"},
-			{"cpu.cfs_quota_us", strconv.FormatInt(int64(l.CPUs*100000), 10)}}
-	}
-	for _, ctrl := range []string{"pids", "memory", "cpu"} {
-		mount := filepath.Join(cgroupRoot, ctrl)
-		parent := filepath.Join(mount, own[ctrl])
-		if _, err := os.Stat(parent); err != nil {
-			parent = mount // inside a cgroup namespace the mount is our root
+	for i, ctrl := range v1Controllers {
+		// The starting thread comes back to the server's own cgroup, never
+		// to a user's, where it would be counted with their jails.
+		home := ownDirV1(own, ctrl)
+		in := home
+		if parent != nil {
+			in = parent.dirs[i]
 		}
-		dir := filepath.Join(parent, name)
+		dir := filepath.Join(in, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			cg.remove()
 			return nil, fmt.Errorf("create %s cgroup: %w", ctrl, err)
 		}
 		cg.dirs = append(cg.dirs, dir)
-		cg.home[dir] = parent
-		for _, kv := range settings[ctrl] {
-			err := os.WriteFile(filepath.Join(dir, kv[0]), []byte(kv[1]), 0)
-			if err != nil && kv[0] != "memory.memsw.limit_in_bytes" { // memsw exists only with swap accounting
+		cg.home[dir] = home
+		for _, st := range settings {
+			if st.ctrl != ctrl {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(dir, st.file), []byte(st.value), 0); err != nil && !st.optional {
 				cg.remove()
-				return nil, fmt.Errorf("set %s: %w", kv[0], err)
+				return nil, fmt.Errorf("set %s: %w", st.file, err)
 			}
 		}
 	}
 	return cg, nil
 }
 
-func newCgroupV2(own, name string, l Limits) (*cgroup, error) {
-	parent := filepath.Join(cgroupRoot, own)
+func newCgroupV2(parent, name string, settings []setting) (*cgroup, error) {
 	dir := filepath.Join(parent, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
 	cg := &cgroup{v2: true, dirs: []string{dir}, fd: -1}
-	var settings [][2]string
-	if l.PIDs > 0 {
-		settings = append(settings, [2]string{"pids.max", strconv.FormatInt(l.PIDs, 10)})
-	}
-	if l.MemoryBytes > 0 {
-		settings = append(settings, [2]string{"memory.max", strconv.FormatInt(l.MemoryBytes, 10)},
-			[2]string{"memory.swap.max", "0"})
-	}
-	if l.CPUs > 0 {
-		settings = append(settings, [2]string{"cpu.max", fmt.Sprintf("%d 100000", int64(l.CPUs*100000))})
-	}
-	for _, kv := range settings {
-		err := os.WriteFile(filepath.Join(dir, kv[0]), []byte(kv[1]), 0)
-		if err != nil && kv[0] != "memory.swap.max" {
+	for _, st := range settings {
+		err := os.WriteFile(filepath.Join(dir, st.file), []byte(st.value), 0)
+		if err != nil && !st.optional {
 			cg.remove()
-			return nil, fmt.Errorf("set %s (is the controller enabled in %s/cgroup.subtree_control?): %w", kv[0], parent, err)
+			return nil, fmt.Errorf("set %s (is the controller enabled in %s/cgroup.subtree_control?): %w", st.file, parent, err)
 		}
 	}
 	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)

@@ -121,6 +121,7 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 	}
 	res.Duration = now().Sub(start)
 	res.ShellRestarted = res.ShellRestarted || died
+	s.finish(j, r, opts.OnOutput)
 	for i, buf := range r.out {
 		if i == 0 {
 			res.Stdout, res.StdoutBytes = buf.bytes(), buf.total

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // jail is one running bwrap process with its shell. A Shell replaces its
@@ -77,6 +79,9 @@ type jailSpec struct {
 	cred    *syscall.Credential // nil: run as the server's own uid
 	cg      *cgroup             // nil: no cgroup
 	init    string              // shell script run before the first command
+	// onExit, when set, runs once bwrap has been reaped, before anyone
+	// waiting for the jail's end learns of it.
+	onExit func()
 }
 
 // startJail starts bwrap with /bin/sh inside. The shell reads commands on
@@ -160,6 +165,9 @@ func startJail(spec jailSpec) (*jail, error) {
 		}
 		_ = cmd.Wait()
 		j.exitCode = exitStatus(cmd.ProcessState)
+		if spec.onExit != nil {
+			spec.onExit()
+		}
 		close(j.exited)
 	}()
 	err := <-started
@@ -215,15 +223,22 @@ func readInfo(r *os.File) (int, error) {
 }
 
 // shell returns the host pid of the jailed /bin/sh (the only child of the
-// jail's init), or 0 when it is gone.
+// jail's init), or 0 when it is gone. bwrap forks it right after the init
+// starts, but on a loaded host that can take a while: wait until it shows,
+// the jail ends, or 10 s have passed.
 func (j *jail) shell() int {
 	j.shellOnce.Do(func() {
-		for i := 0; i < 200; i++ {
+		deadline := time.Now().Add(10 * time.Second)
+		for pause := time.Millisecond; time.Now().Before(deadline); pause = min(2*pause, 20*time.Millisecond) {
 			if c := children(j.initPID); len(c) > 0 {
 				j.shellPID = c[0]
 				return
 			}
-			time.Sleep(time.Millisecond)
+			select {
+			case <-j.exited:
+				return
+			case <-time.After(pause):
+			}
 		}
 	})
 	return j.shellPID
@@ -279,4 +294,39 @@ func exitStatus(ps *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
+}
+
+// prlimit is unix.Prlimit; tests replace it to make it fail.
+var prlimit = unix.Prlimit
+
+// limitProcesses sets RLIMIT_NPROC on the jailed shell (pid), so every
+// process of the jail inherits it. A server that is not root cannot raise
+// the shell's hard limit: when that is already below n, it binds harder
+// than n would, and is kept. A root server without CAP_SYS_RESOURCE (the
+// default in a container) may not touch the limits of another uid's
+// process at all: that is fine when the jail's cgroup caps its processes
+// (inCgroup), and refused otherwise, since nothing would bound them.
+func limitProcesses(pid int, n uint64, inCgroup bool) error {
+	if pid <= 0 {
+		return errors.New("the jail's shell did not start")
+	}
+	var cur unix.Rlimit
+	err := prlimit(pid, unix.RLIMIT_NPROC, nil, &cur)
+	if err == nil {
+		if os.Geteuid() != 0 && n > cur.Max {
+			n = cur.Max
+		}
+		err = prlimit(pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}, nil)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EPERM) && inCgroup:
+		return nil // the cgroup's pids.max bounds the jail
+	case errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%w: the server may not limit another uid's processes (it lacks "+
+			"CAP_SYS_RESOURCE) and the jail has no cgroup to bound them; give warren "+
+			"CAP_SYS_RESOURCE or cgroups (see 'warren doctor')", err)
+	}
+	return err
 }

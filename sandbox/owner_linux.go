@@ -3,12 +3,13 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // How a workspace and a home are handed to the unprivileged uid a jail runs
@@ -20,25 +21,28 @@ func prepareWorkspace(dir string, cred *syscall.Credential) error {
 	if cred == nil {
 		return nil
 	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("workspace %s: %w", dir, err)
-	}
 	if err := checkTraversable(dir, cred); err != nil {
 		return err
 	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Uid == cred.Uid {
+	root, err := openTree(dir)
+	if err != nil {
+		return fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	defer root.close()
+	if root.stat.Uid == cred.Uid {
 		return nil
 	}
-	if systemDir(dir) {
-		return fmt.Errorf("workspace %s is a system directory owned by root: the jail runs as uid %d "+
-			"and warren will not hand it over; use a directory of your own", dir, cred.Uid)
+	// Decide on where the opened directory really is: the path may run
+	// through symlinks (rootlink -> /), even ones a jail controls.
+	if systemDir(root.real) {
+		return fmt.Errorf("workspace %s is the system directory %s: the jail runs as uid %d "+
+			"and warren will not hand it over; use a directory of your own", dir, root.real, cred.Uid)
 	}
 	// Grant, don't give: owners stay as they are. Only a file system
 	// without ACLs gets the tree handed over with chown.
-	err = GrantTree(dir, int(cred.Uid))
+	err = grantTree(root, cred.Uid)
 	if errors.Is(err, errNoACL) {
-		return ChownTree(dir, int(cred.Uid), int(cred.Gid))
+		return chownTree(root, cred.Uid, cred.Gid)
 	}
 	return err
 }
@@ -58,14 +62,15 @@ func prepareHome(dir string, cred *syscall.Credential) error {
 	if err := checkTraversable(dir, cred); err != nil {
 		return err
 	}
-	fi, err := os.Stat(dir)
+	root, err := openTree(dir)
 	if err != nil {
 		return fmt.Errorf("home %s: %w", dir, err)
 	}
-	if fi.Sys().(*syscall.Stat_t).Uid == cred.Uid {
+	defer root.close()
+	if root.stat.Uid == cred.Uid {
 		return nil
 	}
-	return ChownTree(dir, int(cred.Uid), int(cred.Gid))
+	return chownTree(root, cred.Uid, cred.Gid)
 }
 
 // checkTraversable makes sure the jail's uid can reach dir: bwrap resolves
@@ -90,30 +95,47 @@ func checkTraversable(dir string, cred *syscall.Credential) error {
 	}
 }
 
-// systemDir reports whether dir is one the server must never chown: the
-// root, a top-level directory, or anything under the system trees.
+// systemDir reports whether dir is one the server must never hand to a
+// jail: the root, a top-level directory, or anything under the system
+// trees. It decides on the resolved path, so that <workspace>/rootlink/usr
+// with rootlink -> / is /usr; a path that cannot be resolved is refused.
 func systemDir(dir string) bool {
-	dir = filepath.Clean(dir)
-	if strings.Count(dir, "/") <= 1 {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
 		return true
 	}
-	for _, p := range []string{"/usr/", "/etc/", "/proc/", "/sys/", "/dev/", "/boot/", "/bin/", "/sbin/", "/lib"} {
-		if strings.HasPrefix(dir+"/", p) {
+	real = filepath.Clean(real)
+	if strings.Count(real, "/") <= 1 {
+		return true
+	}
+	for _, p := range []string{"/usr/", "/etc/", "/proc/", "/sys/", "/dev/", "/boot/", "/bin/", "/sbin/", "/lib", "/run/", "/var/run/"} {
+		if strings.HasPrefix(real+"/", p) {
 			return true
 		}
 	}
 	return false
 }
 
-// ChownTree gives uid:gid every file under dir, without following
-// symlinks. The server uses it, as root, to hand a workspace to the
-// unprivileged uid a jail runs as.
+// ChownTree gives uid:gid every regular file and directory under dir. It
+// walks by descriptors like GrantTree, never following a symlink. The
+// server uses it, as root, to hand a home (or a workspace on a file system
+// without ACLs) to the unprivileged uid a jail runs as.
 func ChownTree(dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	root, err := openTree(dir)
+	if err != nil {
+		return err
+	}
+	defer root.close()
+	return chownTree(root, uint32(uid), uint32(gid))
+}
+
+func chownTree(root *treeRoot, uid, gid uint32) error {
+	return root.walk(func(e *treeEntry) error {
+		// AT_EMPTY_PATH changes the opened inode itself, O_PATH or not.
+		if err := unix.Fchownat(e.fd, "", int(uid), int(gid), unix.AT_EMPTY_PATH); err != nil {
+			return fmt.Errorf("chown %s: %w", e.path, err)
 		}
-		return os.Lchown(path, uid, gid)
+		return nil
 	})
 }
 

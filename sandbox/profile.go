@@ -46,6 +46,28 @@ type Profile struct {
 	Seccomp bool
 	// Limits bound what the jail may consume.
 	Limits Limits
+	// User names whom the jail works for. The running jails of one user
+	// share a parent cgroup bounded by UserLimits, so that many sessions
+	// do not add up to many times one jail's limits. Empty: no per-user
+	// limits.
+	User string
+	// UserLimits bound all running jails of User together, in this server.
+	UserLimits UserLimits
+}
+
+// UserLimits bound the jails of one user together. A zero field means "no
+// limit of this kind".
+type UserLimits struct {
+	// MemoryBytes caps the memory of all the user's jails together: past
+	// it, the biggest process among them is OOM-killed.
+	MemoryBytes int64
+	// CPUs caps their CPU time together, in cores.
+	CPUs float64
+	// PIDs caps their processes together (cgroup pids.max).
+	PIDs int64
+	// Jails caps how many of them run at once; one more fails to start
+	// with a UserJailsError.
+	Jails int
 }
 
 // Limits bound a jail. A zero field means "no limit of this kind".

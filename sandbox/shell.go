@@ -11,8 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Shell is a persistent /bin/sh in a bubblewrap jail. It starts on the
@@ -32,12 +30,16 @@ type Shell struct {
 	mu       sync.Mutex
 	jail     *jail
 	cg       *cgroup
-	cgErr    error // why the jail has no cgroup, once tried
+	cgErr    error      // why the jail has no cgroup, once tried
+	user     *userGroup // the jails of Profile.User, nil without one
 	state    State
 	closed   bool
 	prepared bool // the workspace was handed to the jail's uid
 	nonceSeq uint64
-	prefix   string // random per shell, so nonces cannot be guessed
+	prefix   string        // random per shell, so nonces cannot be guessed
+	fsize    fileSizeLimit // RLIMIT_FSIZE set by LimitFileSize, and whether the jail has it
+	notes    []string      // lines for the stderr of the next result (StopAll)
+	after    func() string // Options.AfterCommand
 }
 
 // Options tune NewShell.
@@ -48,6 +50,11 @@ type Options struct {
 	Bwrap string
 	// NoCgroup skips the per-jail cgroup even when the host offers one.
 	NoCgroup bool
+	// AfterCommand, when set, runs after every command, before its result
+	// is returned, with the shell's turn held; a non-empty string it
+	// returns is added as a line to the result's stderr. The session
+	// manager measures disk use there.
+	AfterCommand func() string
 }
 
 // NewShell checks the profile and the workspace and returns a Shell that
@@ -70,7 +77,7 @@ func NewShell(p Profile, opts Options) (*Shell, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Shell{profile: p, bwrap: path, turn: make(chan struct{}, 1)}
+	s := &Shell{profile: p, bwrap: path, turn: make(chan struct{}, 1), after: opts.AfterCommand}
 	s.turn <- struct{}{}
 	s.owner = [2]int{os.Getuid(), os.Getgid()}
 	if os.Geteuid() == 0 {
@@ -144,14 +151,17 @@ func (s *Shell) Close() error {
 		return nil
 	}
 	s.closed = true
-	j, cg := s.jail, s.cg
-	s.jail, s.cg = nil, nil
+	j, cg, user := s.jail, s.cg, s.user
+	s.jail, s.cg, s.user = nil, nil, nil
 	s.mu.Unlock()
 	if j != nil {
 		j.kill()
 	}
 	if cg != nil {
 		cg.remove()
+	}
+	if user != nil {
+		user.leave()
 	}
 	return nil
 }
@@ -182,6 +192,7 @@ func (s *Shell) ensureJail() (*jail, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
+	s.restartForFileSize()
 	if s.jail != nil && s.jail.alive() {
 		return s.jail, nil
 	}
@@ -189,8 +200,11 @@ func (s *Shell) ensureJail() (*jail, error) {
 		s.jail.kill() // reap and close what is left
 		s.jail = nil
 	}
+	if s.user == nil && s.profile.User != "" {
+		s.user = joinUser(s.profile.User, s.profile.UserLimits)
+	}
 	if s.cg == nil && s.cgErr == nil {
-		s.cg, s.cgErr = newCgroup(s.profile.Limits)
+		s.cg, s.cgErr = newCgroupIn(s.user.cgroup(), s.profile.Limits)
 	}
 	if s.cg != nil {
 		s.cg.killAll() // leftovers of an earlier jail
@@ -207,23 +221,31 @@ func (s *Shell) ensureJail() (*jail, error) {
 		}
 		s.prepared = true
 	}
+	if err := s.user.begin(); err != nil {
+		return nil, err
+	}
+	var ended sync.Once     // the jail exited, or never started
+	uncount := s.user.abort // bound now: Close clears s.user
+	end := func() { ended.Do(uncount) }
 	j, err := startJail(jailSpec{
 		bwrap:   s.bwrap,
 		profile: s.profile,
 		cred:    s.cred,
 		cg:      s.cg,
 		init:    s.initScript(),
+		onExit:  end,
 	})
 	if err != nil {
+		end()
 		return nil, err
 	}
 	// dash's ulimit has no -u: set RLIMIT_NPROC on the shell itself, before
 	// it runs any command. It counts every process of the host uid, so it
 	// means nothing (and is skipped) when the jail runs as root.
 	if n := s.profile.Limits.Processes; n > 0 && s.owner[0] != 0 {
-		if pid := j.shell(); pid > 0 {
-			lim := unix.Rlimit{Cur: n, Max: n}
-			_ = unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil)
+		if err := limitProcesses(j.shell(), n, s.cg != nil && s.profile.Limits.PIDs > 0); err != nil {
+			j.kill() // never a jail without its limit
+			return nil, fmt.Errorf("start jail: set the process limit (RLIMIT_NPROC) of its shell: %w", err)
 		}
 	}
 	s.jail = j
@@ -237,9 +259,12 @@ func (s *Shell) initScript() string {
 	// fd 9: status records; fds 7 and 8: the real stdout and stderr, to
 	// restore after a command that redirected or closed its own.
 	b.WriteString("exec 9>&4 4>&- 7>&1 8>&2\n")
+	// A write past RLIMIT_FSIZE fails with EFBIG instead of killing the
+	// writer: a builtin (echo > f) would otherwise kill the shell.
+	b.WriteString("trap '' XFSZ\n")
 	l := s.profile.Limits
-	if l.FileSizeBytes > 0 {
-		blocks := (l.FileSizeBytes + 511) / 512 // dash counts 512-byte blocks
+	if n, ok := s.fileSizeCap(); ok {
+		blocks := (n + 511) / 512 // dash counts 512-byte blocks
 		b.WriteString("ulimit -f " + strconv.FormatInt(blocks, 10) + " 2>/dev/null\n")
 	}
 	if l.OpenFiles > 0 {

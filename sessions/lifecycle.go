@@ -35,6 +35,17 @@ func (m *Manager) workspaceDir(id string) string {
 }
 func (m *Manager) auditDir(id string) string { return filepath.Join(m.cfg.DataDir, "audit", id+".git") }
 
+// openAudit opens a session's audit repository with the operator's
+// exclusions.
+func (m *Manager) openAudit(id string) (*workspace.Audit, error) {
+	a, err := workspace.OpenAudit(m.auditDir(id))
+	if err != nil {
+		return nil, err
+	}
+	a.Exclude(m.cfg.AuditExclude)
+	return a, nil
+}
+
 // homeDir is the session's $HOME, outside its workspace.
 func (m *Manager) homeDir(id string) string { return filepath.Join(m.cfg.DataDir, "homes", id) }
 
@@ -133,7 +144,7 @@ func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error 
 	if err := os.MkdirAll(filepath.Dir(m.auditDir(s.ID)), 0o700); err != nil {
 		return fmt.Errorf("create audit directory: %w", err)
 	}
-	a, err := workspace.OpenAudit(m.auditDir(s.ID))
+	a, err := m.openAudit(s.ID)
 	if err != nil {
 		return err
 	}
@@ -146,7 +157,7 @@ func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error 
 // snapshot commits the workspace on the session's snapshots ref. Called
 // with the session's op lock held.
 func (m *Manager) snapshot(ctx context.Context, s *Session, reason string) error {
-	a, err := workspace.OpenAudit(m.auditDir(s.ID))
+	a, err := m.openAudit(s.ID)
 	if err != nil {
 		return err
 	}
@@ -340,7 +351,7 @@ func (m *Manager) Diff(ctx context.Context, user, id string, maxPatch int) (*Ses
 		return nil, workspace.Diff{}, fmt.Errorf("session %s has no base snapshot to compare with (it predates diffs, "+
 			"or it was just created and its base is still being recorded): %w", s.ID, workspace.ErrNoBase)
 	}
-	a, err := workspace.OpenAudit(m.auditDir(s.ID))
+	a, err := m.openAudit(s.ID)
 	if err != nil {
 		return nil, workspace.Diff{}, err
 	}
@@ -361,7 +372,7 @@ func (m *Manager) Snapshots(ctx context.Context, user, id string) ([]workspace.S
 		return nil, &StateError{ID: s.ID, State: st, Action: "list snapshots of"}
 	}
 	defer m.opLock(s.ID)()
-	a, err := workspace.OpenAudit(m.auditDir(s.ID))
+	a, err := m.openAudit(s.ID)
 	if err != nil {
 		return nil, err
 	}

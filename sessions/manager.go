@@ -35,11 +35,25 @@ type Config struct {
 	// MaxRunningShells caps jails running at once on this server; the
 	// least recently used idle ones are stopped to make room.
 	MaxRunningShells int
-	// QuotaBytes caps the disk use of each workspace under the data dir
-	// (bound directories are the user's own and are not measured).
+	// UserLimits bound the running jails of each user together (memory,
+	// CPU and processes through a parent cgroup per user, and how many
+	// run at once), so that many sessions are not many times one jail.
+	UserLimits sandbox.UserLimits
+	// QuotaBytes caps the disk use of each session's workspace and home
+	// together (a bound directory is the user's own and is not counted).
+	// It is enforced while commands run: see quota.go.
 	QuotaBytes int64
-	// QuotaInterval is how long a disk measurement is trusted; default 30s.
+	// QuotaInterval is how long a measurement taken while nothing ran is
+	// trusted, against changes made on the host; default 30s.
 	QuotaInterval time.Duration
+	// QuotaPoll is how often disk use is measured while a session's jail
+	// has processes; default 250ms.
+	QuotaPoll time.Duration
+	// AuditExclude lists paths (gitignore syntax, relative to the
+	// workspace) that snapshots and diffs leave out. Only the operator
+	// decides this: nothing in a workspace (.gitignore, .git/info/exclude)
+	// hides anything from the audit.
+	AuditExclude []string
 	// OnEnd runs after a session is archived or deleted, e.g. to release
 	// its task claims. Errors are the hook's to log.
 	OnEnd func(ctx context.Context, sessionID string)
@@ -100,6 +114,9 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	}
 	if cfg.QuotaInterval == 0 {
 		cfg.QuotaInterval = 30 * time.Second
+	}
+	if cfg.QuotaPoll <= 0 {
+		cfg.QuotaPoll = defaultQuotaPoll
 	}
 	return &Manager{store: store, cfg: cfg, now: time.Now, live: map[string]*live{},
 		known: map[string]*Session{}, defaults: map[string]string{}, creating: map[string]int{},
@@ -183,10 +200,20 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 	state := s.shellState()
 	p := m.cfg.Profile(s.Workspace)
 	p.ReadOnlyWorkspace = s.State() == StateArchived
+	p.User, p.UserLimits = s.Owner, m.cfg.UserLimits
 	if m.cfg.DataDir != "" {
 		p.Home = m.homeDir(s.ID) // caches and dotfiles stay out of the workspace
 	}
-	sh, err := sandbox.NewShell(p, sandbox.Options{State: &state})
+	opts := sandbox.Options{State: &state}
+	var sh *sandbox.Shell
+	if q := m.cfg.QuotaBytes; q > 0 {
+		// No file may outgrow the quota: the kernel stops it there.
+		if s.Mode != ModeBind && (p.Limits.FileSizeBytes <= 0 || p.Limits.FileSizeBytes > q) {
+			p.Limits.FileSizeBytes = q
+		}
+		opts.AfterCommand = func() string { return m.afterCommand(s, sh) }
+	}
+	sh, err := sandbox.NewShell(p, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start shell of session %s: %w", s.ID, err)
 	}
@@ -194,16 +221,11 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 	return sh, nil
 }
 
-// Open returns user's session and its shell for running commands: the
-// session must be active and within its disk quota, and room is made
-// under the running-shells cap.
+// Open returns user's session and its shell for running a command: the
+// session must be active, and room is made under the running-shells cap.
+// Over its disk quota the command still runs, but cannot grow the usage
+// (see quota.go): that is what lets rm free space.
 func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox.Shell, error) {
-	return m.OpenCommand(ctx, user, id, "")
-}
-
-// OpenCommand is Open for a known command: over quota, a command that only
-// frees space (rm, rmdir, git clean) is still let through.
-func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*Session, *sandbox.Shell, error) {
 	s, err := m.Get(ctx, user, id)
 	if err != nil {
 		return nil, nil, err
@@ -211,17 +233,29 @@ func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*S
 	if st := s.State(); st != StateActive {
 		return nil, nil, &StateError{ID: s.ID, State: st, Action: "run"}
 	}
-	if err := m.checkQuota(s, "run commands"); err != nil && !freesSpace(command) {
-		return nil, nil, err
-	}
 	sh, err := m.Shell(s)
 	if err != nil {
 		return nil, nil, err
 	}
+	if max := m.cfg.UserLimits.Jails; max > 0 && !sh.Running() && sandbox.RunningJails(user) >= max {
+		return nil, nil, limitf("you already run %d shells, the limit per user is %d: pause a session you "+
+			"are not using (session_control with action pause, or 'warren session pause ID'), or wait for "+
+			"an idle one to stop, then retry", sandbox.RunningJails(user), max)
+	}
 	if err := m.makeRoom(s.ID); err != nil {
 		return nil, nil, err
 	}
+	if err := m.startCommand(s, sh); err != nil {
+		return nil, nil, err
+	}
 	return s, sh, nil
+}
+
+// OpenCommand is Open. The command is not looked at: no word in it could
+// be trusted (an exported PATH makes "rm" anything), so every command gets
+// the same rules.
+func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*Session, *sandbox.Shell, error) {
+	return m.Open(ctx, user, id)
 }
 
 // OpenFiles returns user's session and its shell object (to learn the
@@ -267,7 +301,6 @@ func (m *Manager) QueueState(s *Session, sh *sandbox.Shell) { m.queueState(s, sh
 
 // queueState hands the shell's state to the saver when it changed.
 func (m *Manager) queueState(s *Session, sh *sandbox.Shell) {
-	m.quota.afterCommand(s.ID)
 	m.mu.Lock()
 	if l := m.live[s.ID]; l != nil {
 		l.lastUsed = m.now() // a long command ends now: idle from here

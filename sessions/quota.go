@@ -1,29 +1,62 @@
 package sessions
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/warrenhq/warren/sandbox"
 )
 
-// quotas caches workspace disk measurements: a walk of a big tree takes
-// seconds, so one measurement serves every call for Config.QuotaInterval.
+// The disk quota bounds what a session's workspace and home use together
+// (a bound directory is the user's own and only its home counts). It is
+// enforced while commands run, not only checked before them:
+//
+//   - RLIMIT_FSIZE, which the kernel applies and the jail cannot raise,
+//     caps every file at the quota; over the quota it is 0, so no command
+//     can write data into a regular file, whatever it is called.
+//   - A watcher (watch.go) measures the usage while the jail has processes
+//     and stops all of them when it crosses the limit: the quota, or, for a
+//     command started over the quota, the usage when it started. Freeing
+//     space never crosses it, so rm (or anything that only deletes) works.
+//   - After every command the usage is measured again, so that its result
+//     says when the quota was crossed, and the next command starts from a
+//     true figure.
+//   - The file tools refuse a write that would cross the quota before
+//     writing (CheckWrite).
+
+// quotas holds each session's disk measurement and limit.
 type quotas struct {
 	// mu protects m.
 	mu sync.Mutex
 	m  map[string]*usage
 }
 
+// usage is one session's quota state. mu serialises measurements (one
+// walk at a time) and protects the fields.
 type usage struct {
-	mu    sync.Mutex // one walk at a time per session
-	bytes int64
-	at    time.Time
-	over  bool
+	mu     sync.Mutex
+	bytes  int64     // the last figure: walked, or estimated since (measure.go)
+	walked int64     // the last walk's figure
+	fsAt   int64     // the file systems' used bytes when it started
+	err    error     // why the walked figure is only a lower bound
+	at     time.Time // when the last walk ran
+	walk   time.Duration
+	// limit is the usage the session's processes may reach: the quota, or
+	// the usage at the start of a command that started over it.
+	limit int64
+	// restricted: the current command started over the quota (or with a
+	// usage that could not be measured) and cannot write files.
+	restricted bool
+	// stopped: the watcher stopped the jail and left a note saying so; the
+	// end of the command does not report the crossing a second time.
+	stopped bool
+	// watching: a watcher goroutine runs; opened is when the last command
+	// was let through, so that it does not exit just before the command
+	// starts.
+	watching bool
+	opened   time.Time
 }
 
 func (q *quotas) get(id string) *usage {
@@ -43,119 +76,172 @@ func (q *quotas) forget(id string) {
 	q.mu.Unlock()
 }
 
-// afterCommand makes the next check re-measure a workspace that was over
-// its quota, so that freeing space takes effect at once.
-func (q *quotas) afterCommand(id string) {
-	q.mu.Lock()
-	u := q.m[id]
-	q.mu.Unlock()
-	if u == nil {
-		return
-	}
-	u.mu.Lock()
-	if u.over {
-		u.at = time.Time{}
-	}
-	u.mu.Unlock()
-}
-
-// Usage returns the measured disk use of s's workspace, measuring it when
-// the last measurement is older than Config.QuotaInterval.
+// Usage returns the disk use of s's workspace and home, as the quota
+// counts it.
 func (m *Manager) Usage(s *Session) (int64, error) {
 	u := m.quota.get(s.ID)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if !u.at.IsZero() && m.now().Sub(u.at) < m.cfg.QuotaInterval {
-		return u.bytes, nil
-	}
-	var n int64
-	if s.Mode != ModeBind { // a bound directory is the user's, not the session's
-		w, err := DiskUsage(s.Workspace)
-		if err != nil {
-			return 0, err
-		}
-		n += w
-	}
-	if m.cfg.DataDir != "" {
-		h, err := DiskUsage(m.homeDir(s.ID))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return 0, err
-		}
-		n += h
-	}
-	u.bytes, u.at = n, m.now()
-	u.over = m.cfg.QuotaBytes > 0 && n > m.cfg.QuotaBytes
-	return n, nil
+	m.walkLocked(s, u)
+	return u.bytes, u.err
 }
 
-// checkQuota refuses `what` when s's workspace and home together are over
-// Config.QuotaBytes. Bound directories belong to the user and are not
-// measured; the home of a bound session is.
+// checkQuota refuses `what` when s is over Config.QuotaBytes.
 func (m *Manager) checkQuota(s *Session, what string) error {
-	if m.cfg.QuotaBytes <= 0 {
+	return m.CheckWrite(s, 0, what)
+}
+
+// CheckWrite refuses `what` (e.g. "write notes.md") when it would take s's
+// workspace and home over Config.QuotaBytes; grow is how many bytes it
+// adds (a file's new size minus the size of the file it replaces).
+func (m *Manager) CheckWrite(s *Session, grow int64, what string) error {
+	q := m.cfg.QuotaBytes
+	if q <= 0 {
 		return nil
 	}
-	n, err := m.Usage(s)
+	u := m.quota.get(s.ID)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if grow < 0 {
+		grow = 0
+	}
+	m.measureLocked(s, u, q-grow, false)
+	n, err := u.bytes, u.err
 	if err != nil {
-		return fmt.Errorf("measure workspace of session %s: %w", s.ID, err)
+		return limitf("cannot %s in session %s: its disk use cannot be measured (%v); delete what the error names, "+
+			"e.g. with shell_exec 'rm -rf DIR'", what, s.ID, err)
 	}
-	if n <= m.cfg.QuotaBytes {
-		return nil
+	switch {
+	case n > q:
+		return limitf("cannot %s in session %s: its workspace and home use %s, over its quota of %s; delete files first "+
+			"(commands still run, and rm works, e.g. shell_exec 'rm -rf build'), or delete the session",
+			what, s.ID, FormatBytes(n), FormatBytes(q))
+	case n+grow > q:
+		return limitf("cannot %s in session %s: it adds %s to the %s its workspace and home use, over its quota of %s; "+
+			"delete files first (e.g. shell_exec 'rm -rf build'), or write less",
+			what, s.ID, FormatBytes(grow), FormatBytes(n), FormatBytes(q))
 	}
-	return limitf("cannot %s in session %s: its workspace uses %s, over its quota of %s; free space first "+
-		"(a command that is only rm, rmdir or git clean still runs, e.g. 'rm -rf build'), or delete the session",
-		what, s.ID, FormatBytes(n), FormatBytes(m.cfg.QuotaBytes))
+	return nil
 }
 
-// freesSpace reports whether command only removes files, which is allowed
-// over quota. Anything with redirections, pipes, lists or substitutions is
-// not: 'rm x; dd ...' must not slip through.
-func freesSpace(command string) bool {
-	c := strings.TrimSpace(command)
-	if c == "" || strings.ContainsAny(c, ";&|<>`$()\n") {
-		return false
+// startCommand sets the quota up for a command about to run in s: the
+// limit the watcher enforces, the file-size cap the kernel enforces, and
+// a running watcher.
+func (m *Manager) startCommand(s *Session, sh *sandbox.Shell) error {
+	q := m.cfg.QuotaBytes
+	if q <= 0 {
+		return nil
 	}
-	for _, p := range []string{"rm ", "rmdir ", "git clean "} {
-		if strings.HasPrefix(c, p) {
-			return true
-		}
+	u := m.quota.get(s.ID)
+	u.mu.Lock()
+	if u.limit == 0 {
+		u.limit = q
 	}
-	return false
+	m.measureLocked(s, u, q, false)
+	n, err := u.bytes, u.err
+	if crossed(u) && !u.stopped && sh.Background() {
+		// Background jobs took it past the limit since the watcher last
+		// looked: stop them as it would have.
+		m.stopLocked(s, sh, u)
+	}
+	u.restricted = err != nil || n > q
+	u.limit = q
+	if u.restricted {
+		u.limit = max(n, q)
+	}
+	u.stopped = false
+	u.opened = m.now()
+	if !u.watching {
+		u.watching = true
+		go m.watch(s, sh, u)
+	}
+	restricted := u.restricted
+	u.mu.Unlock()
+	if s.Mode == ModeBind {
+		return nil // the bound directory is not counted: its files are not capped
+	}
+	fsize := int64(-1) // the profile's, which Shell sets to at most the quota
+	if restricted {
+		fsize = 0
+	}
+	sh.LimitFileSize(fsize)
+	return nil
 }
 
-// DiskUsage walks dir like du: the blocks allocated to every file and
-// directory, without following symbolic links; hard links count once.
-func DiskUsage(dir string) (int64, error) {
-	type inode struct{ dev, ino uint64 }
-	seen := map[inode]bool{}
-	var total int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == dir {
-				return err
-			}
-			return nil // vanished or unreadable: skip, as du does with a warning
+// afterCommand runs in the shell after every command (sandbox
+// Options.AfterCommand): it measures the usage and returns what the
+// command's result must say about the quota. A command that crossed the
+// limit has its background jobs stopped too.
+func (m *Manager) afterCommand(s *Session, sh *sandbox.Shell) string {
+	q := m.cfg.QuotaBytes
+	u := m.quota.get(s.ID)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.limit == 0 { // no command was let through by Open (the CLI's own shell)
+		u.limit = q
+	}
+	// Restricted, a walk tells whether rm got it back under the quota.
+	m.measureLocked(s, u, u.limit, u.restricted)
+	n := u.bytes
+	bg := sh.Background()
+	if u.stopped { // the watcher's note already says it
+		u.stopped = false
+		return ""
+	}
+	if crossed(u) {
+		note := "warren: this command took session " + s.ID + " over its disk quota: " + m.usageText(s, u)
+		if bg {
+			sh.StopAll("")
+			note += " Its background jobs were stopped (the shell restarts with the same cwd and exports)."
 		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			total += fi.Size()
-			return nil
-		}
-		if st.Nlink > 1 && !d.IsDir() {
-			k := inode{uint64(st.Dev), st.Ino}
-			if seen[k] {
-				return nil
-			}
-			seen[k] = true
-		}
-		total += st.Blocks * 512
-		return nil
-	})
-	return total, err
+		return note + " " + overAdvice
+	}
+	switch {
+	case u.restricted && n > q:
+		return "warren: session " + s.ID + " is over its disk quota: " + m.usageText(s, u) + " " + overAdvice
+	case u.restricted:
+		return fmt.Sprintf("warren: session %s is back under its disk quota (%s of %s): the next command can write files again.",
+			s.ID, FormatBytes(n), FormatBytes(q))
+	}
+	return ""
+}
+
+// crossed reports whether the last measurement is past the limit: usage
+// grew past it, or could not be measured in a command that was not
+// restricted already.
+func crossed(u *usage) bool {
+	return u.bytes > u.limit || u.err != nil && !u.restricted
+}
+
+// overAdvice says what to do over the quota.
+const overAdvice = "Delete files to get back under it (rm works, e.g. 'rm -rf build'); " +
+	"until then commands run but cannot write files."
+
+// usageText says how much s uses against its quota, and why the figure is
+// a lower bound when it is one.
+func (m *Manager) usageText(s *Session, u *usage) string {
+	n, q := sizes(u.bytes, m.cfg.QuotaBytes)
+	t := fmt.Sprintf("its workspace and home use %s, over its quota of %s.", n, q)
+	if u.bytes <= m.cfg.QuotaBytes {
+		t = fmt.Sprintf("its workspace and home use at least %s of its quota of %s.", n, q)
+	}
+	if u.err != nil {
+		t += " Its disk use cannot be measured in full: " + u.err.Error() + "; delete that tree."
+	}
+	if u.restricted && u.bytes > u.limit && u.err == nil {
+		t += fmt.Sprintf(" It was over the quota already and grew from %s.", FormatBytes(u.limit))
+	}
+	return t
+}
+
+// sizes formats a usage and a quota, in bytes when rounding would make
+// them look equal ("5.0 MiB, over its quota of 5.0 MiB").
+func sizes(n, q int64) (string, string) {
+	a, b := FormatBytes(n), FormatBytes(q)
+	if a == b && n != q {
+		return fmt.Sprintf("%d bytes", n), fmt.Sprintf("%s (%d bytes)", b, q)
+	}
+	return a, b
 }
 
 // FormatBytes renders n with a binary unit: 512 B, 1.5 MiB, 2.0 GiB.

@@ -27,6 +27,8 @@ type config struct {
 	// TasksFile is the task board; relative to the config file's
 	// directory. Empty: see boardPath.
 	TasksFile string `json:"tasks_file,omitempty"`
+	// Agent is the model, key and default policy of warren chat and agent_run.
+	Agent chatConfig `json:"agent"`
 
 	path string // where it was read from, for messages
 }

@@ -106,9 +106,10 @@ func (c recordingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 // client is a user of warren: an MCP client session plus what it saw.
 type client struct {
-	t    testing.TB
-	cs   *sdk.ClientSession
-	wire *wire
+	t       testing.TB
+	cs      *sdk.ClientSession
+	wire    *wire
+	outputs outputSchemas
 }
 
 func connect(t testing.TB, tr sdk.Transport) *client {
@@ -186,6 +187,9 @@ func (c *client) call(name string, args map[string]any) *sdk.CallToolResult {
 	res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		c.t.Fatalf("%s %v: protocol error: %v", name, args, err)
+	}
+	if !res.IsError && res.StructuredContent != nil {
+		c.checkOutput(c.t, name, res.StructuredContent)
 	}
 	return res
 }

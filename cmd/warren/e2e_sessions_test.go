@@ -124,14 +124,25 @@ func TestHTTPUsersCannotSeeOrTouchEachOthersSessions(t *testing.T) {
 	alice.fails("read_file", map[string]any{"session_id": id, "path": "mine.txt"}, "it was deleted")
 }
 
-func TestQuotaRefusesWritesAndCommandsOverMCP(t *testing.T) {
+func TestQuotaIsEnforcedOverMCP(t *testing.T) {
 	needJail(t)
 	data := jailDir(t)
-	c := serveStdio(t, "--data-dir", data, "--quota", "64K", "--quota-interval", "1ns")
-	c.ok("write_file", map[string]any{"path": "big.txt", "content": strings.Repeat("x", 100<<10)})
+	c := serveStdio(t, "--data-dir", data, "--quota", "64K")
+	c.ok("write_file", map[string]any{"path": "a.txt", "content": strings.Repeat("x", 40<<10)})
+	// A write that would cross the quota is refused before it is written.
+	c.fails("write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("x", 40<<10)}, "over its quota of 64.0 KiB")
+	c.fails("read_file", map[string]any{"path": "b.txt"}, "does not exist")
+	// A command that writes past it is stopped, and its result says so.
+	got := c.exec("head -c 10M /dev/zero > big; ls -s big")
+	if e, _ := got["stderr"].(string); !strings.Contains(e, "over its quota of 64.0 KiB") || !strings.Contains(e, "rm") {
+		t.Fatalf("a command crossing the quota: %v", got)
+	}
 	c.fails("write_file", map[string]any{"path": "more.txt", "content": "x"}, "over its quota of 64.0 KiB")
-	c.fails("shell_exec", map[string]any{"command": "ls"}, "cannot run commands in session")
-	c.exec("rm big.txt")
+	// Over it, commands run but cannot grow usage; rm frees space.
+	if got := c.exec("echo more > more.txt"); got["exit_code"] == 0.0 {
+		t.Fatalf("a write over the quota succeeded: %v", got)
+	}
+	c.exec("rm big")
 	if got := c.exec("echo ok > more.txt && cat more.txt"); got["stdout"] != "ok\n" {
 		t.Fatalf("after freeing space: %v", got)
 	}

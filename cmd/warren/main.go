@@ -25,6 +25,7 @@ func newApp() *cli.App {
 		Usage:   "jailed workspaces for AI agents, served as MCP tools",
 		Version: buildVersion(),
 		Commands: []*cli.Command{
+			chatCommand(),
 			doctorCommand(),
 			shellCommand(),
 			serveCommand(),

@@ -54,6 +54,8 @@ func serveCommand() *cli.Command {
 					&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address"},
 					&cli.StringSliceFlag{Name: "allow-origin", Usage: "extra browser Origin allowed (scheme://host:port); repeatable"},
 					&cli.StringFlag{Name: "console-dir", Usage: "serve the web console from this directory instead of the built-in one (development: 'just web-watch')"},
+					&cli.IntFlag{Name: "max-conns-per-client", Value: mcp.DefaultConnsPerClient, Usage: "connections one client IP address may hold open; more are answered 503"},
+					&cli.DurationFlag{Name: "body-timeout", Value: mcp.DefaultBodyTimeout, Usage: "how long a request body may take to arrive (responses are not limited)"},
 				),
 				Action: runServeHTTP,
 			},
@@ -101,23 +103,36 @@ func openServices(c *cli.Context) (*services, error) {
 		return nil, err
 	}
 	releaseClaimsOnEnd(mgr, w.board, log)
+	var toolsets []string
+	if ts := c.String("toolsets"); ts != "" {
+		toolsets = strings.Split(ts, ",")
+	}
+	runner, err := newAgentRunner(c, db, dir, mgr, w.meter)
+	if err != nil {
+		w.stop()
+		db.Close()
+		return nil, err
+	}
 	activity, err := events.Open(c.Context, db, events.Options{Log: log})
 	if err != nil {
 		w.stop()
 		db.Close()
 		return nil, err
 	}
-	var toolsets []string
-	if ts := c.String("toolsets"); ts != "" {
-		toolsets = strings.Split(ts, ",")
+	opts := mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Events: activity, Toolsets: toolsets, Log: log, Version: buildVersion(),
+		ShellYield: c.Duration("shell-yield")}
+	if runner != nil && c.Command.Name != "chat" { // the chat's own server does not offer agent_run to its agent
+		opts.Agent = runner
 	}
-	srv, err := mcp.New(mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Events: activity, Toolsets: toolsets, Log: log, Version: buildVersion(),
-		ShellYield: c.Duration("shell-yield")})
+	srv, err := mcp.New(opts)
 	if err != nil {
 		activity.Close()
 		w.stop()
 		db.Close()
 		return nil, err
+	}
+	if runner != nil {
+		runner.srv = srv
 	}
 	return &services{db: db, sessions: mgr, work: w, server: srv, events: activity, log: log, dataDir: dir}, nil
 }
@@ -174,12 +189,17 @@ func runServeHTTP(c *cli.Context) error {
 	}
 	defer svc.close()
 
-	opts := mcp.HTTPOptions{LocalUser: mcp.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin")}
+	opts := mcp.HTTPOptions{LocalUser: mcp.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin"), BodyTimeout: c.Duration("body-timeout")}
 	var firstToken string
 	if authMode == "token" {
 		if opts.Tokens, err = mcp.NewTokenStore(c.Context, svc.db); err != nil {
 			return err
 		}
+		defer func() { // before svc.close closes the database
+			if err := opts.Tokens.Close(); err != nil {
+				svc.log.Warn().Err(err).Msg("record the last use of tokens")
+			}
+		}()
 		n, err := opts.Tokens.Active(c.Context)
 		if err != nil {
 			return err
@@ -207,6 +227,7 @@ func runServeHTTP(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = mcp.LimitConnsPerClient(ln, c.Int("max-conns-per-client"))
 	url := "http://" + ln.Addr().String() + "/mcp"
 	// On stdout, never in the logs: the link signs a browser in.
 	consoleURL := console.LoginURL("http://"+ln.Addr().String(), opts.LocalUser)

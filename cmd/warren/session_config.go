@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/tasks"
 )
@@ -17,8 +18,15 @@ func sessionFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "idle-timeout", Value: 15 * time.Minute, Usage: "stop a session's shell after this long unused; the next command restarts it in the same cwd with the same exports (0: never)"},
 		&cli.IntFlag{Name: "max-sessions-per-user", Value: 50, Usage: "sessions a user may have that are not deleted (0: no cap)"},
 		&cli.IntFlag{Name: "max-shells", Value: 256, Usage: "jails running at once; the least recently used idle ones are stopped to make room (0: no cap)"},
-		&cli.StringFlag{Name: "quota", Value: "10G", Usage: "disk quota of each workspace under the data dir, e.g. 500M or 10G; over it, writes and commands are refused (0: none)"},
-		&cli.DurationFlag{Name: "quota-interval", Value: 30 * time.Second, Usage: "how long a workspace's measured disk use is trusted before it is walked again"},
+		// Per user: two jails at their full default size (2 GiB, one core
+		// each), eight at once for parallel agents; whatever a user's
+		// session count, they add up to no more than that.
+		&cli.IntFlag{Name: "max-shells-per-user", Value: 8, Usage: "jails one user may run at once; one more is refused until a session is paused or goes idle (0: no cap)"},
+		&cli.StringFlag{Name: "memory-per-user", Value: "4G", Usage: "memory of all of a user's running jails together; past it, their biggest process is killed (0: no cap)"},
+		&cli.Float64Flag{Name: "cpus-per-user", Value: 2, Usage: "CPU cores all of a user's running jails may use together (0: no cap)"},
+		&cli.StringFlag{Name: "quota", Value: "10G", Usage: "disk quota of each session's workspace and home, e.g. 500M or 10G, enforced while commands run: a session that crosses it has its processes stopped, and over it commands cannot write files (0: none)"},
+		&cli.DurationFlag{Name: "quota-interval", Value: 30 * time.Second, Usage: "the longest a walked disk measurement is reused while the file system shows no growth"},
+		&cli.StringSliceFlag{Name: "audit-exclude", Usage: "a path (gitignore syntax, e.g. node_modules/) that session snapshots and diffs leave out; repeat for more. Nothing in a workspace can exclude anything"},
 		&cli.BoolFlag{Name: "allow-local-sources", Usage: "serve http: let session_create clone or bind paths of this host and file:// URLs (always allowed on stdio and with --auth none)"},
 	}
 }
@@ -29,11 +37,24 @@ func sessionConfig(c *cli.Context, dir string) (sessions.Config, error) {
 	if err != nil {
 		return sessions.Config{}, cli.Exit("--quota: "+err.Error(), 2)
 	}
+	userMemory, err := sessions.ParseBytes(c.String("memory-per-user"))
+	if err != nil {
+		return sessions.Config{}, cli.Exit("--memory-per-user: "+err.Error(), 2)
+	}
+	if c.Int("max-shells-per-user") < 0 || c.Float64("cpus-per-user") < 0 {
+		return sessions.Config{}, cli.Exit("--max-shells-per-user and --cpus-per-user must not be negative", 2)
+	}
+	user := sandbox.UserLimits{MemoryBytes: userMemory, CPUs: c.Float64("cpus-per-user"), Jails: c.Int("max-shells-per-user")}
+	// The processes of a user's jails together: as many as their jails may
+	// hold, written on the user's cgroup so the bound is explicit.
+	user.PIDs = int64(user.Jails) * sandbox.DefaultProfile("/").Limits.PIDs
 	return sessions.Config{
 		DataDir: dir, BindDir: c.String("workspace"),
 		AllowLocalSources: c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources"),
 		IdleTimeout:       c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
 		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval"),
+		UserLimits:   user,
+		AuditExclude: c.StringSlice("audit-exclude"),
 	}, nil
 }
 

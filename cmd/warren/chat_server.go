@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/warrenhq/warren/agent"
+	"github.com/warrenhq/warren/agent/chat"
+	"github.com/warrenhq/warren/agent/provider"
+	"github.com/warrenhq/warren/agent/transcript"
+	"github.com/warrenhq/warren/mcp"
+	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/sessions"
+)
+
+// agentRunner serves agent_run: the same agent as warren chat, run on the
+// server in the caller's session, with approvals asked of the caller.
+type agentRunner struct {
+	srv      *mcp.Server // set once the server is built
+	store    *transcript.Store
+	meter    *metering.Meter
+	sessions *sessions.Manager
+	cfg      chatConfig
+	key      string
+}
+
+// newAgentRunner returns the runner when the config names a model and a
+// key is known (config or OPENAI_API_KEY), else nil: agent_run is then
+// not served.
+func newAgentRunner(c *cli.Context, db *sql.DB, dir string, mgr *sessions.Manager, meter *metering.Meter) (*agentRunner, error) {
+	cfg, err := loadConfig(c, dir)
+	if err != nil {
+		return nil, err
+	}
+	key := os.Getenv("OPENAI_API_KEY")
+	if key == "" {
+		key = cfg.Agent.APIKey
+	}
+	if cfg.Agent.Model == "" || (key == "" && (cfg.Agent.BaseURL == "" || cfg.Agent.BaseURL == defaultBaseURL)) {
+		return nil, nil
+	}
+	if cfg.Agent.BaseURL == "" {
+		cfg.Agent.BaseURL = defaultBaseURL
+	}
+	st, err := transcript.Open(c.Context, db)
+	if err != nil {
+		return nil, err
+	}
+	return &agentRunner{store: st, meter: meter, sessions: mgr, cfg: cfg.Agent, key: key}, nil
+}
+
+// RunAgent implements mcp.AgentRunner.
+func (r *agentRunner) RunAgent(ctx context.Context, req mcp.AgentRequest, progress func(string), approve mcp.Approve) (mcp.AgentRunOutput, error) {
+	sessionID := req.SessionID
+	if req.Resume != "" && sessionID == "" {
+		if old, err := r.store.Get(ctx, req.User, req.Resume); err == nil {
+			sessionID = old.Session
+		}
+	}
+	s, err := r.sessions.Get(ctx, req.User, sessionID)
+	if err != nil {
+		return mcp.AgentRunOutput{}, err
+	}
+	user := req.User
+	tools, err := agent.ConnectInProcess(ctx, r.srv.MCPServer(), func(ctx context.Context) context.Context { return mcp.WithUser(ctx, user) }, "agent_run")
+	if err != nil {
+		return mcp.AgentRunOutput{}, err
+	}
+	defer tools.Close()
+	model := req.Model
+	if model == "" {
+		model = r.cfg.Model
+	}
+	profile, _, err := r.store.Profile(ctx, r.cfg.BaseURL, model)
+	if err != nil {
+		return mcp.AgentRunOutput{}, err
+	}
+	policy := r.cfg.Policy
+	if policy.Approval == "" {
+		policy.Approval = agent.DefaultApproval(string(s.Mode))
+	}
+	if req.MaxTurns > 0 {
+		policy.MaxTurns = req.MaxTurns
+	}
+	client := "agent_run"
+	if req.Client != "" {
+		client += "/" + req.Client
+	}
+	cfg := agent.Config{Model: &provider.Client{BaseURL: r.cfg.BaseURL, APIKey: r.key, Profile: profile}, ModelName: model,
+		Tools: tools, Policy: policy, User: req.User, Session: s.ID, Client: client, Meter: r.meter,
+		Approve: func(ctx context.Context, call agent.CallInfo, _ agent.ToolInfo) (agent.Decision, error) {
+			ok, err := approve(ctx, call.Name, call.Arguments)
+			if errors.Is(err, mcp.ErrNoElicitation) {
+				return agent.Deny, agent.ErrNoApprover
+			}
+			if err != nil || !ok {
+				return agent.Deny, err
+			}
+			return agent.Approve, nil
+		}}
+	sess, err := chat.Open(ctx, chat.Options{Store: r.store, Agent: cfg, BaseURL: r.cfg.BaseURL, Resume: req.Resume})
+	if err != nil {
+		return mcp.AgentRunOutput{}, err
+	}
+	out := mcp.AgentRunOutput{ChatID: sess.Chat.ID, SessionID: s.ID, ToolCalls: []mcp.AgentToolCall{}}
+	d, err := sess.Run(ctx, req.Prompt, func(e agent.Event) {
+		if e.Type == agent.EventToolResult {
+			var args string
+			for _, m := range sess.Agent.Messages {
+				for _, tc := range m.ToolCalls {
+					if tc.ID == e.Result.ID {
+						args = tc.Arguments
+					}
+				}
+			}
+			out.ToolCalls = append(out.ToolCalls, mcp.AgentToolCall{Name: e.Result.Name, Arguments: args, IsError: e.Result.IsError})
+		}
+		if b, err := json.Marshal(e); err == nil {
+			progress(string(b))
+		}
+	})
+	if err != nil {
+		return mcp.AgentRunOutput{}, err
+	}
+	t := sess.Chat.Totals
+	out.Answer, out.Ended, out.Error, out.Turns = d.Answer, d.Reason, d.Error, d.Turns
+	out.InputTokens, out.OutputTokens, out.CostUSD = t.InputTokens, t.OutputTokens, float64(t.CostMicros)/1e6
+	return out, nil
+}

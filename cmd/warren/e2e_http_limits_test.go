@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serveHTTPLimited starts 'warren serve http' with at most nofile open
+// descriptors (soft and hard: Go raises the soft limit to the hard one).
+func serveHTTPLimited(t *testing.T, nofile int, args ...string) *httpServer {
+	t.Helper()
+	cmd := exec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$@"`, nofile), "sh",
+		warrenBin, "serve", "http", "--addr", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ URL string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" {
+				select {
+				case urls <- line.URL:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case u := <-urls:
+		return &httpServer{url: u, cmd: cmd}
+	case <-time.After(30 * time.Second):
+		t.Fatal("warren serve http did not report its URL")
+	}
+	return nil
+}
+
+// TestHTTPStalledBodiesCannotStarveTheServer: 300 connections from one
+// address that send headers without a token and never finish their body do
+// not take the server's descriptors: /healthz and other clients keep being
+// served, and the stalled requests are ended.
+func TestHTTPStalledBodiesCannotStarveTheServer(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	tok := createToken(t, data, "alice")
+	srv := serveHTTPLimited(t, 256, "--data-dir", data, "--body-timeout", "1s")
+	host := strings.TrimPrefix(strings.TrimSuffix(srv.url, "/mcp"), "http://")
+
+	// The attacker comes from 127.0.0.2 (loopback too), the others from
+	// 127.0.0.1.
+	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}
+	var stalled []net.Conn
+	defer func() {
+		for _, c := range stalled {
+			c.Close()
+		}
+	}()
+	for range 300 {
+		c, err := attacker.Dial("tcp", host)
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		stalled = append(stalled, c)
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\"", host)
+	}
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + host + "/healthz")
+	if err != nil {
+		t.Fatalf("/healthz while 300 connections stall: %v", err)
+	}
+	resp.Body.Close()
+	alice := connectHTTP(t, srv, tok)
+	if got := alice.exec("echo still here"); got["stdout"] != "still here\n" {
+		t.Fatalf("another client while 300 connections stall: %v", got)
+	}
+
+	// Every stalled connection is answered and closed: at once when over
+	// the per-address limit (503), after the body timeout otherwise (401,
+	// as it has no token).
+	statuses := map[string]int{}
+	for _, c := range stalled {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		// A refused connection may be reset after its answer: the server
+		// closes it without reading the request.
+		b, err := io.ReadAll(c)
+		line, _, _ := strings.Cut(string(b), "\r\n")
+		if line == "" {
+			t.Fatalf("a stalled connection was not ended: %q, %v", b, err)
+		}
+		statuses[line]++
+	}
+	t.Logf("stalled connections ended with %v", statuses)
+	if statuses["HTTP/1.1 503 Service Unavailable"] == 0 || statuses["HTTP/1.1 401 Unauthorized"] == 0 {
+		t.Fatalf("want some refused at once (503) and the rest timed out (401): %v", statuses)
+	}
+}
+
+// TestHTTPUnauthorizedTellsWhatToDo: the bearer scheme in any case works; a
+// client without a token is told how to get one, also an OAuth-capable
+// client that goes looking for a login.
+func TestHTTPUnauthorizedTellsWhatToDo(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	tok := createToken(t, data, "alice")
+	srv := serveHTTP(t, "--data-dir", data)
+	base := strings.TrimSuffix(srv.url, "/mcp")
+	ping := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		req, _ := http.NewRequest("POST", srv.url, strings.NewReader(ping))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", scheme+" "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Authorization: %s <token>: %d, want 200", scheme, resp.StatusCode)
+		}
+	}
+
+	resp, err := http.Post(srv.url, "application/json", strings.NewReader(ping))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	challenge := resp.Header.Get("WWW-Authenticate")
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "warren token create") ||
+		!strings.HasPrefix(challenge, "Bearer ") || strings.Contains(challenge, "resource_metadata") {
+		t.Fatalf("no token: %d %q, WWW-Authenticate %q", resp.StatusCode, body, challenge)
+	}
+
+	// What the TypeScript SDK's auth provider does next: no protected
+	// resource or authorization server metadata, so it registers a client
+	// at /register and shows the error it gets.
+	for _, p := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server"} {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404 (warren advertises no OAuth)", p, resp.StatusCode)
+		}
+	}
+	resp, err = http.Post(base+"/register", "application/json", strings.NewReader(`{"redirect_uris":["http://localhost:1/cb"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oauthErr struct {
+		Error            string `json:"error"`
+		ErrorDescription string `json:"error_description"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&oauthErr)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusBadRequest || oauthErr.Error == "" ||
+		!strings.Contains(oauthErr.ErrorDescription, "warren token create") {
+		t.Fatalf("/register: %d %+v %v", resp.StatusCode, oauthErr, err)
+	}
+}
+
+// TestHTTPLogsAreJSON: what mcp-go's transport logs (a line for every
+// client's GET stream) comes out as warren's JSON log lines, not plain text.
+func TestHTTPLogsAreJSON(t *testing.T) {
+	needJail(t)
+	stderr := &syncBuffer{}
+	cmd := exec.Command(warrenBin, "serve", "http", "--addr", "127.0.0.1:0", "--auth", "none", "--data-dir", jailDir(t), "--log-level", "debug")
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var url string
+	for i := 0; i < 300 && url == ""; i++ {
+		time.Sleep(20 * time.Millisecond)
+		var line struct{ URL string }
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			if json.Unmarshal([]byte(l), &line) == nil && line.URL != "" {
+				url = line.URL
+			}
+		}
+	}
+	if url == "" {
+		t.Fatalf("no URL logged: %s", stderr.String())
+	}
+	c := &rawMCP{t: t, url: url}
+	c.initialize()
+	for range 3 {
+		if code, _ := c.status("GET", ""); code != http.StatusMethodNotAllowed {
+			t.Fatalf("GET stream: %d, want 405 (warren serves progress on the POST's stream)", code)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	sawGET := false
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("log line is not JSON: %q", l)
+		}
+		sawGET = sawGET || strings.Contains(l, "GET")
+	}
+	if !sawGET {
+		t.Errorf("the refused GET streams were not logged at debug level: %q", lines)
+	}
+}

@@ -1,0 +1,159 @@
+package sessions
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/sandbox"
+)
+
+// quotaSession returns a manager with a 5 MiB quota and a fresh session in
+// it, on a data directory the jail can reach.
+func quotaSession(t *testing.T) (*Manager, *Session) {
+	t.Helper()
+	data := jailData(t)
+	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: quota5M, QuotaInterval: 1})
+	t.Cleanup(func() { m.Close(context.Background()) })
+	s, err := m.Create(context.Background(), "alice", CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
+
+const quota5M = 5 << 20
+
+// used is what a user checks with du: the blocks under the session's
+// workspace and home.
+func used(t *testing.T, m *Manager, s *Session) int64 {
+	t.Helper()
+	w, err := DiskUsage(s.Workspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := DiskUsage(m.homeDir(s.ID))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return w + h
+}
+
+// tryRun is run without failing the test when the command is refused.
+func tryRun(m *Manager, id, command string) (sandbox.Result, error) {
+	ctx := context.Background()
+	s, sh, err := m.OpenCommand(ctx, "alice", id, command)
+	if err != nil {
+		return sandbox.Result{}, err
+	}
+	res, err := sh.Exec(ctx, command, sandbox.ExecOptions{Timeout: 30 * time.Second})
+	if err != nil {
+		return res, err
+	}
+	return res, m.SaveState(ctx, s, sh)
+}
+
+// saysOverQuota checks that a result tells the user, in words, that the
+// quota was crossed, how much is used and what to do.
+func saysOverQuota(t *testing.T, res sandbox.Result) {
+	t.Helper()
+	e := string(res.Stderr)
+	if !strings.Contains(e, "over its quota of 5.0 MiB") || !strings.Contains(e, "rm") || !strings.Contains(e, "MiB") {
+		t.Fatalf("the result does not say the quota was crossed: exit %d stderr %q", res.ExitCode, e)
+	}
+}
+
+func TestQuotaStopsOneCommandWritingPastIt(t *testing.T) {
+	m, s := quotaSession(t)
+	res := run(t, m, "alice", s.ID, "dd if=/dev/zero of=big bs=1M count=100")
+	// RLIMIT_FSIZE stops the one file at the quota: the overshoot is the
+	// directories' blocks.
+	if u := used(t, m, s); u > quota5M+64<<10 {
+		t.Fatalf("one command wrote %s against a quota of 5 MiB", FormatBytes(u))
+	}
+	saysOverQuota(t, res)
+}
+
+func TestQuotaStopsABackgroundJobWritingManyFiles(t *testing.T) {
+	m, s := quotaSession(t)
+	res := run(t, m, "alice", s.ID, "(i=0; while true; do i=$((i+1)); head -c 1M /dev/zero > f$i; sleep 0.05; done) >/dev/null 2>&1 &")
+	if res.ExitCode != 0 {
+		t.Fatalf("start the job: %+v", res)
+	}
+	// (dash has no $RANDOM.) With no command running, the watcher alone
+	// stops the job: the whole jail goes.
+	waitUntil(t, func() bool { return !m.Running(s.ID) })
+	stopped := run(t, m, "alice", s.ID, "true")
+	if !stopped.ShellRestarted {
+		t.Fatalf("the next command does not say that the shell was restarted: %+v", stopped)
+	}
+	saysOverQuota(t, stopped)
+	before := used(t, m, s)
+	// Bound: the quota plus what the job writes in one polling interval
+	// and one measurement (1 MiB per 50 ms here).
+	if before > quota5M+16<<20 {
+		t.Fatalf("the background job wrote %s against a quota of 5 MiB", FormatBytes(before))
+	}
+	run(t, m, "alice", s.ID, "sleep 0.5")
+	if after := used(t, m, s); after > before {
+		t.Fatalf("the background job still writes: %s, then %s", FormatBytes(before), FormatBytes(after))
+	}
+}
+
+func TestQuotaCountsTheHomeDirectory(t *testing.T) {
+	m, s := quotaSession(t)
+	res := run(t, m, "alice", s.ID, "head -c 100M /dev/zero > $HOME/big; ls -s $HOME/big")
+	if u := used(t, m, s); u > quota5M+64<<10 {
+		t.Fatalf("a command wrote %s in $HOME against a quota of 5 MiB", FormatBytes(u))
+	}
+	saysOverQuota(t, res)
+	h, _ := DiskUsage(m.homeDir(s.ID))
+	if h < 4<<20 {
+		t.Fatalf("the home holds %s: the test did not write there", FormatBytes(h))
+	}
+}
+
+func TestQuotaOverItCommandsCannotGrowUsageWhateverTheyAreCalled(t *testing.T) {
+	m, s := quotaSession(t)
+	// A fake rm first on PATH that writes 50 MiB: the word "rm" must not
+	// be a pass.
+	run(t, m, "alice", s.ID, `mkdir -p bin && printf '#!/bin/sh\nhead -c 50M /dev/zero > /workspace/junk\n' > bin/rm && chmod +x bin/rm && export PATH=/workspace/bin:$PATH`)
+	if err := os.WriteFile(filepath.Join(s.Workspace, "big"), make([]byte, 6<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := used(t, m, s)
+	for _, command := range []string{"rm big", "rm -f big", "head -c 3M /dev/zero > more"} {
+		res, err := tryRun(m, s.ID, command)
+		if err != nil {
+			t.Fatalf("%s over quota: %v (commands run; they may not grow usage)", command, err)
+		}
+		if u := used(t, m, s); u > before+64<<10 {
+			t.Fatalf("%q grew usage over the quota from %s to %s", command, FormatBytes(before), FormatBytes(u))
+		}
+		saysOverQuota(t, res)
+	}
+	// A real rm frees space, and then the session writes again.
+	res := run(t, m, "alice", s.ID, "/bin/rm -f big junk more")
+	if u := used(t, m, s); u > quota5M || res.ExitCode != 0 {
+		t.Fatalf("rm over quota: exit %d, %s used, stderr %q", res.ExitCode, FormatBytes(u), res.Stderr)
+	}
+	res = run(t, m, "alice", s.ID, "head -c 1M /dev/zero > ok && wc -c < ok")
+	if strings.TrimSpace(string(res.Stdout)) != "1048576" || strings.Contains(string(res.Stderr), "quota") {
+		t.Fatalf("after freeing space: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
