@@ -21,8 +21,8 @@ deps:
       else echo "git is missing: run 'sudo apt-get install -y git'" >&2; exit 1; fi
     fi
     if ! command -v chromium >/dev/null; then
-      if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium;
-      else echo "chromium (the console's browser tests) is missing: run 'sudo apt-get install -y chromium'" >&2; exit 1; fi
+      if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-liberation;
+      else echo "chromium (the console's browser tests) is missing: run 'sudo apt-get install -y --no-install-recommends chromium fonts-liberation'" >&2; exit 1; fi
     fi
 
 # Build the warren binary into bin/.

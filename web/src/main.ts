@@ -100,6 +100,9 @@ async function route(): Promise<void> {
 }
 
 function showLogin(reason: string): void {
+  status.className = "status signed-out";
+  status.textContent = "Not signed in";
+  signOutButton.hidden = true;
   current?.dispose?.();
   current = null;
   currentPath = "";

@@ -73,6 +73,7 @@ export function sessionsPage(): Page {
       empty.hidden = sessions.length > 0;
       table.hidden = sessions.length === 0;
       document.body.dataset.sessionsLoaded = String(sessions.length);
+      if (!performance.getEntriesByName("sessions-listed").length) performance.mark("sessions-listed");
     } catch (e) {
       err.show(e);
     }
