@@ -120,7 +120,7 @@ export function sessionsPage(): Page {
       h("td", { attrs: { "data-label": "Last activity", title: s.updated_at } }, formatAge(s.updated_at)),
       h("td", { attrs: { "data-label": "Tokens" }, class: "num" }, formatTokens(tokens)),
       h("td", { attrs: { "data-label": "Cost" }, class: "num" }, formatCost(u?.cost_usd ?? 0)),
-      h("td", { attrs: { "data-label": "Actions" }, class: "actions" }, ...actions, rowErr.el),
+      h("td", { attrs: { "data-label": "Actions" } }, h("div", { class: "actions" }, ...actions), rowErr.el),
     );
   }
 
