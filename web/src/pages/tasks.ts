@@ -80,8 +80,8 @@ export function tasksPage(): Page {
     const controls: HTMLElement[] = [];
     if (t.status !== "done") {
       controls.push(
-        button("Claim", (ev) => void act(ev.currentTarget as HTMLButtonElement, "task_claim", { task_id: t.id, session_id: sessionSelect.value }), {
-          attrs: { "aria-label": `claim ${t.id} for the chosen session` },
+        button(t.claim ? "Renew the claim" : "Claim", (ev) => void act(ev.currentTarget as HTMLButtonElement, "task_claim", { task_id: t.id, session_id: t.claim?.session_id || sessionSelect.value }), {
+          attrs: { "aria-label": t.claim ? `renew the claim on ${t.id}` : `claim ${t.id} for the chosen session` },
         }),
         h("div", { class: "row" }, note, button("Add note", (ev) => {
           if (!note.value.trim()) return cardErr.show("Write the note first.");
