@@ -163,6 +163,10 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusForbidden, "sign out from the console's own page")
 		return
 	}
+	if c.opts.Tokens == nil {
+		jsonError(w, http.StatusConflict, "this server runs without authentication (--auth none): there is no session to end")
+		return
+	}
 	if ck, err := r.Cookie(CookieName); err == nil {
 		c.logins.end(ck.Value)
 	}

@@ -140,4 +140,12 @@ func TestConsoleSessionShellFilesAndDiff(t *testing.T) {
 	b.run("back to the sessions", chromedp.Navigate(srv.base+"/#/"))
 	b.waitJS("the session in the list", `!!document.querySelector("tr[data-session]")`)
 	b.screenshots("sessions")
+	// On a phone's width the table becomes cards, nothing scrolls sideways.
+	b.run("a phone's width", chromedp.EmulateViewport(390, 844))
+	var overflow bool
+	b.eval(`document.documentElement.scrollWidth > document.documentElement.clientWidth`, &overflow)
+	if overflow {
+		t.Fatal("the sessions page scrolls sideways on a phone")
+	}
+	b.screenshots("sessions-phone")
 }

@@ -147,7 +147,10 @@ function showLogin(reason: string): void {
 }
 
 async function doSignOut(): Promise<void> {
-  await signOut();
+  if (!(await signOut())) {
+    status.textContent = "This server runs without sign-in (--auth none): there is nothing to sign out of.";
+    return;
+  }
   location.hash = "#/";
   showLogin("You are signed out.");
 }

@@ -202,7 +202,11 @@ export async function signIn(body: { code?: string; token?: string }): Promise<v
   mcp.reset();
 }
 
-export async function signOut(): Promise<void> {
-  await fetch("/console/logout", { method: "POST", credentials: "same-origin" }).catch(() => {});
+// signOut ends the console session on the server. It returns false when
+// the server runs without authentication (there is nothing to end).
+export async function signOut(): Promise<boolean> {
+  const resp = await fetch("/console/logout", { method: "POST", credentials: "same-origin" }).catch(() => null);
+  if (resp?.status === 409) return false;
   mcp.reset();
+  return true;
 }
