@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -23,23 +24,47 @@ import (
 // would fill the log it watches.
 var sessionless = []string{"session_watch", "session_list", "task_list", "task_add", "usage_report"}
 
-// activityCall is what a tool call's handler knows of its own entry in the
-// activity log: its id (the output of its command is filed under it) and
-// its client.
-type activityCall struct{ id, client string }
+// activityCall is a tool call's entry in the activity log, as its handler
+// sees it: the output of its command is filed under its id, and a call
+// whose session was not known when it began (session_create, a first call
+// that makes the default session) is announced as soon as it is.
+type activityCall struct {
+	log *events.Log
+
+	// mu protects the fields below.
+	mu        sync.Mutex
+	event     events.Event // the call event, Session empty until known
+	announced bool
+}
+
+// announce logs the call event in session, once.
+func (c *activityCall) announce(session string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.announced || session == "" {
+		return
+	}
+	c.announced = true
+	c.event.Session = session
+	c.log.Append(c.event)
+}
+
+func (c *activityCall) session() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.event.Session
+}
 
 type activityKey struct{}
 
-func activityOf(ctx context.Context) activityCall {
-	c, _ := ctx.Value(activityKey{}).(activityCall)
+func activityOf(ctx context.Context) *activityCall {
+	c, _ := ctx.Value(activityKey{}).(*activityCall)
 	return c
 }
 
 // recordActivity is the one place where tool calls enter the sessions'
 // activity log (session_watch): a call event with the arguments summarized
-// before the handler runs, a result event with the outcome after it. A call
-// that names no existing session (session_create, a first call that makes
-// the default session) is filed under the session its result names.
+// before the handler runs, a result event with the outcome after it.
 func (d *deps) recordActivity(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		user := UserFrom(ctx)
@@ -47,30 +72,23 @@ func (d *deps) recordActivity(next server.ToolHandlerFunc) server.ToolHandlerFun
 		if user == "" || slices.Contains(sessionless, name) {
 			return next(ctx, req)
 		}
-		call := activityCall{id: newCallID(), client: clientName(ctx)}
-		session := ""
-		if name != "session_create" {
-			session = d.activitySession(ctx, user, req)
-		}
-		callEvent := events.Event{Kind: events.KindCall, Call: call.id, Tool: name, Client: call.client,
-			Summary: summarizeArgs(name, req.GetArguments())}
-		if session != "" {
-			callEvent.Session = session
-			d.events.Append(callEvent)
-		}
 		start := time.Now()
+		call := &activityCall{log: d.events, event: events.Event{Kind: events.KindCall, Call: newCallID(), Tool: name,
+			Client: clientName(ctx), Summary: summarizeArgs(name, req.GetArguments()), At: start}}
+		if name != "session_create" {
+			call.announce(d.activitySession(ctx, user, req))
+		}
 		res, err := next(context.WithValue(ctx, activityKey{}, call), req)
+		session := call.session()
 		if session == "" {
 			if session = d.sessionOf(ctx, user, req, res); session == "" {
 				return res, err
 			}
-			callEvent.Session = session
-			callEvent.At = start
-			d.events.Append(callEvent)
+			call.announce(session)
 		}
 		summary, failed := summarizeResult(res, err)
-		d.events.Append(events.Event{Session: session, Kind: events.KindResult, Call: call.id, Tool: name,
-			Client: call.client, Summary: summary, IsError: failed, DurationMS: time.Since(start).Milliseconds()})
+		d.events.Append(events.Event{Session: session, Kind: events.KindResult, Call: call.event.Call, Tool: name,
+			Client: call.event.Client, Summary: summary, IsError: failed, DurationMS: time.Since(start).Milliseconds()})
 		return res, err
 	}
 }
@@ -94,13 +112,15 @@ func (d *deps) activitySession(ctx context.Context, user string, req mcp.CallToo
 }
 
 // commandStream returns the recorder of a command's output for the
-// activity log, closed when the command ends; nil without a log.
+// activity log; nil without a log. The call is announced first, so that
+// its output never comes before it.
 func (d *deps) commandStream(ctx context.Context, session string) *events.Stream {
-	if d.events == nil {
+	c := activityOf(ctx)
+	if d.events == nil || c == nil {
 		return nil
 	}
-	c := activityOf(ctx)
-	return d.events.Stream(session, c.id, "shell_exec", c.client)
+	c.announce(session)
+	return d.events.Stream(session, c.event.Call, "shell_exec", c.event.Client)
 }
 
 // outputTo adapts a stream to the shell's output callback.

@@ -121,7 +121,8 @@ func shellExec(d *deps) Tool {
 			return result[ShellResult]{}, err
 		}
 		if out != nil {
-			go func() { <-j.done; out.Close() }()
+			j.setLog(out)
+			go func() { <-j.done; out.Close() }() // a command left running as a job
 		}
 		return d.await(ctx, req, j, d.yield(in.YieldMS), true)
 	})
@@ -215,6 +216,7 @@ func (d *deps) await(ctx context.Context, req mcp.CallToolRequest, j *job, yield
 		j.cancel()
 		<-j.done
 	}
+	j.closeLog() // the command's output is in the activity log before its outcome
 	return d.final(j)
 }
 

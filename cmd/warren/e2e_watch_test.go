@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -78,12 +79,35 @@ func TestWatchShowsAnotherClientsShellLive(t *testing.T) {
 		t.Fatalf("history: %+v", first.Events)
 	}
 
-	// The watcher waits; the agent runs a command that prints a line, then
+	// The watcher follows the session as a client would, call after call
+	// from its cursor; the agent runs a command that prints a line, then
 	// waits for a file that a third client writes once the watcher has
 	// seen that line.
-	watched := make(chan watchResult, 1)
+	check := func(evs []watchedEvent) {
+		for _, e := range evs {
+			if e.Kind == "output" && strings.Contains(e.Text, "line 1") && running.Load() {
+				once.Do(func() { close(liveLine) })
+			}
+		}
+	}
+	stop := make(chan struct{})
+	watched := make(chan []watchedEvent, 1)
 	go func() {
-		watched <- watchCall(t, watcher, map[string]any{"session_id": session, "after": first.Cursor, "wait_ms": 10000}, "w-1")
+		var evs []watchedEvent
+		cursor := first.Cursor
+		for i := 0; i < 20; i++ {
+			select {
+			case <-stop: // the agent's call returned: its outcome is logged
+				w := watchCall(t, watcher, map[string]any{"session_id": session, "after": cursor}, "")
+				watched <- append(evs, w.Events...)
+				return
+			default:
+			}
+			w := watchCall(t, watcher, map[string]any{"session_id": session, "after": cursor, "wait_ms": 3000}, fmt.Sprintf("w-%d", i))
+			check(w.Events)
+			evs, cursor = append(evs, w.Events...), max(cursor, w.Cursor)
+		}
+		watched <- evs
 	}()
 	agentDone := make(chan map[string]any, 1)
 	running.Store(true)
@@ -102,9 +126,9 @@ func TestWatchShowsAnotherClientsShellLive(t *testing.T) {
 	if res := <-agentDone; res["exit_code"] != float64(3) || !strings.Contains(res["stdout"].(string), "line 2") {
 		t.Fatalf("agent's command: %v", res)
 	}
-
+	close(stop)
 	got := <-watched
-	all := append(append([]watchedEvent{}, first.Events...), got.Events...)
+	all := append(append([]watchedEvent{}, first.Events...), got...)
 	var out strings.Builder
 	var calls, results []watchedEvent
 	for _, e := range all {
@@ -133,14 +157,15 @@ func TestWatchShowsAnotherClientsShellLive(t *testing.T) {
 		t.Fatalf("the write's result is missing: %+v", results)
 	}
 	// The command's outcome arrives once it ended: a later watch has it.
-	later := watchCall(t, watcher, map[string]any{"session_id": session, "after": got.Cursor, "wait_ms": 10000}, "")
-	results = append(results, filterKind(later.Events, "result")...)
-	var exit *watchedEvent
-	for i, e := range results {
-		if e.Tool == "shell_exec" && strings.HasPrefix(e.Summary, "exit 3") {
-			exit = &results[i]
+	exitOf := func(results []watchedEvent) *watchedEvent {
+		for i, e := range results {
+			if e.Tool == "shell_exec" && strings.HasPrefix(e.Summary, "exit 3") {
+				return &results[i]
+			}
 		}
+		return nil
 	}
+	exit := exitOf(results)
 	if exit == nil || !exit.IsError {
 		t.Fatalf("no failed outcome 'exit 3' for the command: %+v", results)
 	}
@@ -149,6 +174,17 @@ func TestWatchShowsAnotherClientsShellLive(t *testing.T) {
 	mu.Unlock()
 	if n == 0 {
 		t.Fatal("nothing was streamed as progress")
+	}
+
+	// The listing shows when the session was last used, and its disk use.
+	var listed map[string]any
+	for _, s := range agent.ok("session_list", nil)["sessions"].([]any) {
+		if m := s.(map[string]any); m["session_id"] == session {
+			listed = m
+		}
+	}
+	if at, _ := listed["last_activity"].(string); at == "" || listed["disk_bytes"] == nil || listed["disk_bytes"].(float64) <= 0 {
+		t.Fatalf("session_list: %v: want last_activity and disk_bytes", listed)
 	}
 
 	// Bob cannot watch alice's session.

@@ -81,6 +81,7 @@ type Log struct {
 	// mu protects the fields below.
 	mu       sync.Mutex
 	next     map[string]int64         // next seq per session, loaded on first use
+	lastAt   map[string]time.Time     // time of each session's newest event since the start
 	pending  []Event                  // appended, not yet handed to the writer
 	inflight []Event                  // being written; still read from memory
 	signals  map[string]chan struct{} // closed when a session gets an event
@@ -100,7 +101,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{db: db, max: opts.MaxEvents, now: opts.Now, log: opts.Log,
-		next: map[string]int64{}, signals: map[string]chan struct{}{},
+		next: map[string]int64{}, lastAt: map[string]time.Time{}, signals: map[string]chan struct{}{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{})}
 	if l.max <= 0 {
 		l.max = DefaultMaxEvents
@@ -138,6 +139,7 @@ func (l *Log) Append(e Event) Event {
 	defer l.mu.Unlock()
 	e.Seq = l.next[e.Session]
 	l.next[e.Session]++
+	l.lastAt[e.Session] = e.At
 	if !l.closed {
 		l.pending = append(l.pending, e)
 		select {
@@ -351,4 +353,21 @@ func (l *Log) Last(ctx context.Context, session string) int64 {
 	var last int64
 	_ = l.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_id = ?`, session).Scan(&last)
 	return last
+}
+
+// LastAt returns the time of session's newest event, zero when it has
+// none.
+func (l *Log) LastAt(ctx context.Context, session string) time.Time {
+	l.mu.Lock()
+	at, ok := l.lastAt[session]
+	l.mu.Unlock()
+	if ok {
+		return at
+	}
+	var ms sql.NullInt64
+	_ = l.db.QueryRowContext(ctx, `SELECT MAX(at) FROM session_events WHERE session_id = ?`, session).Scan(&ms)
+	if !ms.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms.Int64).UTC()
 }

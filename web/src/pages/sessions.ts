@@ -1,7 +1,7 @@
 // Sessions: the list with state, source, age, last activity, tokens and
 // cost; create from a git URL, a server directory or empty; pause,
 // resume, archive, delete (confirmed).
-import { h, replace, errorBox, button, field, formatAge, formatCost, formatTokens, confirmDialog } from "../dom";
+import { h, replace, errorBox, button, field, formatAge, formatBytes, formatCost, formatTokens, confirmDialog } from "../dom";
 import { mcp } from "../mcp";
 import type { Page } from "../main";
 
@@ -17,6 +17,8 @@ export interface SessionView {
   running: boolean;
   created_at: string;
   updated_at: string;
+  last_activity?: string;
+  disk_bytes?: number;
 }
 
 export interface UsageRow {
@@ -52,7 +54,7 @@ export function sessionsPage(): Page {
       h(
         "tr",
         null,
-        ...["Session", "State", "Source", "Created", "Last activity", "Tokens", "Cost", "Actions"].map((c) => h("th", { attrs: { scope: "col" } }, c)),
+        ...["Session", "State", "Source", "Created", "Last activity", "Disk", "Tokens", "Cost", "Actions"].map((c) => h("th", { attrs: { scope: "col" } }, c)),
       ),
     ),
     tbody,
@@ -117,7 +119,8 @@ export function sessionsPage(): Page {
       h("td", { attrs: { "data-label": "State" } }, h("span", { class: `badge ${s.state}` }, s.state), s.running ? h("span", { class: "muted" }, " running") : null),
       h("td", { attrs: { "data-label": "Source" }, class: "source" }, s.source ? `${s.mode}: ${s.source}` : s.mode),
       h("td", { attrs: { "data-label": "Created", title: s.created_at } }, formatAge(s.created_at)),
-      h("td", { attrs: { "data-label": "Last activity", title: s.updated_at } }, formatAge(s.updated_at)),
+      h("td", { attrs: { "data-label": "Last activity", title: s.last_activity || s.updated_at } }, formatAge(s.last_activity || s.updated_at)),
+      h("td", { attrs: { "data-label": "Disk" }, class: "num" }, s.disk_bytes !== undefined ? formatBytes(s.disk_bytes) : "–"),
       h("td", { attrs: { "data-label": "Tokens" }, class: "num" }, formatTokens(tokens)),
       h("td", { attrs: { "data-label": "Cost" }, class: "num" }, formatCost(u?.cost_usd ?? 0)),
       h("td", { attrs: { "data-label": "Actions" } }, h("div", { class: "actions" }, ...actions), rowErr.el),
