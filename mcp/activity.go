@@ -193,6 +193,10 @@ func summarizeResult(res *mcp.CallToolResult, err error) (string, bool) {
 	if r, ok := res.StructuredContent.(ShellResult); ok && !res.IsError {
 		return shellOutcome(r), r.ExitCode != 0 && !r.Running
 	}
+	if r, ok := res.StructuredContent.(ReadFileOutput); ok && !res.IsError {
+		// The contents are the workspace's, not the feed's.
+		return fmt.Sprintf("read %s: %d lines, %d bytes", r.Path, r.TotalLines, r.TotalBytes), false
+	}
 	var text string
 	for _, c := range res.Content {
 		if tc, ok := c.(mcp.TextContent); ok {

@@ -19,8 +19,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
-
-	"github.com/warrenhq/warren/metering"
 )
 
 // Kinds of events.
@@ -87,13 +85,23 @@ type Log struct {
 	signals  map[string]chan struct{} // closed when a session gets an event
 	closed   bool
 
+	// writeMu serialises writes (the writer's, and Append's after Close)
+	// and protects trimmed: per session, the seq up to which old events
+	// were deleted.
+	writeMu sync.Mutex
+	trimmed map[string]int64
+
 	wake   chan struct{}
 	done   chan struct{}
 	exited chan struct{}
 }
 
-// batchDelay is how long the writer gathers events before a write.
-const batchDelay = 25 * time.Millisecond
+// batchDelay is how long the writer gathers events before a write. Readers
+// see events in memory at once, so it adds nothing to a watcher's
+// latency; a longer delay means fewer write transactions competing for
+// the database's lock with the sessions' and the meter's. A crash loses
+// at most this much of the log.
+const batchDelay = 200 * time.Millisecond
 
 // Open applies the migrations and starts the background writer.
 func Open(ctx context.Context, db *sql.DB, opts Options) (*Log, error) {
@@ -101,7 +109,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{db: db, max: opts.MaxEvents, now: opts.Now, log: opts.Log,
-		next: map[string]int64{}, lastAt: map[string]time.Time{}, signals: map[string]chan struct{}{},
+		next: map[string]int64{}, lastAt: map[string]time.Time{}, trimmed: map[string]int64{}, signals: map[string]chan struct{}{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{})}
 	if l.max <= 0 {
 		l.max = DefaultMaxEvents
@@ -117,8 +125,8 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Log, error) {
 // time, and queues it; it returns the event as kept. It reads the database
 // only for a session's first event since the start.
 func (l *Log) Append(e Event) Event {
-	e.Summary = cut(metering.Redact(e.Summary), MaxSummary)
-	e.Text = cut(metering.Redact(e.Text), MaxText)
+	e.Summary = cut(redact(e.Summary), MaxSummary)
+	e.Text = cut(redact(e.Text), MaxText)
 	if e.At.IsZero() {
 		e.At = l.now()
 	}
@@ -292,39 +300,52 @@ func (l *Log) flush() {
 }
 
 // write inserts a batch in one transaction and trims each session it
-// touched to the newest max events.
+// touched to about the newest max events: a session is trimmed once its
+// newest event is max/8 past the last trim, so that a busy session does
+// not pay a DELETE with every batch.
 func (l *Log) write(batch []Event) error {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
 	ctx := context.Background()
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("write session events: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after commit
+	insert, err := tx.PrepareContext(ctx, `INSERT INTO session_events
+		(session_id, seq, at, kind, call_id, tool, client, summary, stream, text, is_error, duration_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (session_id, seq) DO UPDATE SET at = excluded.at, kind = excluded.kind, call_id = excluded.call_id,
+			tool = excluded.tool, client = excluded.client, summary = excluded.summary, stream = excluded.stream,
+			text = excluded.text, is_error = excluded.is_error, duration_ms = excluded.duration_ms`)
+	if err != nil {
+		return fmt.Errorf("write session events: %w", err)
+	}
+	defer insert.Close()
 	last := map[string]int64{}
 	for _, e := range batch {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO session_events
-			(session_id, seq, at, kind, call_id, tool, client, summary, stream, text, is_error, duration_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (session_id, seq) DO UPDATE SET at = excluded.at, kind = excluded.kind, call_id = excluded.call_id,
-				tool = excluded.tool, client = excluded.client, summary = excluded.summary, stream = excluded.stream,
-				text = excluded.text, is_error = excluded.is_error, duration_ms = excluded.duration_ms`,
-			e.Session, e.Seq, e.At.UnixMilli(), e.Kind, e.Call, e.Tool, e.Client, e.Summary, e.Stream, e.Text,
-			e.IsError, e.DurationMS); err != nil {
+		if _, err := insert.ExecContext(ctx, e.Session, e.Seq, e.At.UnixMilli(), e.Kind, e.Call, e.Tool, e.Client,
+			e.Summary, e.Stream, e.Text, e.IsError, e.DurationMS); err != nil {
 			return fmt.Errorf("write session events: %w", err)
 		}
 		last[e.Session] = max(last[e.Session], e.Seq)
 	}
+	var trimmed []string
 	for s, seq := range last {
-		if seq <= int64(l.max) {
+		if seq-int64(l.max) <= l.trimmed[s]+int64(l.max/8) {
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM session_events WHERE session_id = ? AND seq <= ?`,
 			s, seq-int64(l.max)); err != nil {
 			return fmt.Errorf("trim session events: %w", err)
 		}
+		trimmed = append(trimmed, s)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("write session events: %w", err)
+	}
+	for _, s := range trimmed {
+		l.trimmed[s] = last[s] - int64(l.max)
 	}
 	return nil
 }
