@@ -68,6 +68,9 @@ type ResultInfo struct {
 	Denied bool `json:"denied,omitempty"`
 	// Millis is how long the tool ran.
 	Millis int64 `json:"ms"`
+	// Elapsed is the same, exactly (time.Since around the call in the
+	// loop), for measurements; not part of the event schema.
+	Elapsed time.Duration `json:"-"`
 }
 
 // UsageInfo is the use of one model call and the run's totals.

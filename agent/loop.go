@@ -172,6 +172,7 @@ func stripSession(schema json.RawMessage) json.RawMessage {
 func (a *Agent) Run(ctx context.Context, prompt string, emit func(Event)) DoneInfo {
 	r := &run{a: a, emit: emit}
 	d := r.loop(ctx, prompt)
+	r.recorded() // every record is written when the run ends
 	r.send(Event{Type: EventDone, Done: &d})
 	return d
 }
@@ -180,6 +181,22 @@ type run struct {
 	a    *Agent
 	emit func(Event)
 	turn int
+	// recording is the usage record being written, if any: model records
+	// wait for the disk (they are billing data), so they are written while
+	// the tools run rather than between the model's answer and them.
+	recording chan error
+}
+
+// recorded waits for the usage record being written, and warns if it
+// failed.
+func (r *run) recorded() {
+	if r.recording == nil {
+		return
+	}
+	if err := <-r.recording; err != nil {
+		r.send(Event{Type: EventWarning, Text: "usage not recorded: " + err.Error()})
+	}
+	r.recording = nil
 }
 
 func (r *run) send(e Event) {
@@ -274,8 +291,13 @@ func cutPrefix(s, p string) (string, bool) {
 func (r *run) overBudget(ctx context.Context, req provider.Request) string {
 	a := r.a
 	p := a.cfg.Policy
-	b, _ := json.Marshal(req)
-	est := metering.EstimateTokens(int64(len(b)))
+	var est int64
+	if p.MaxTokens > 0 || p.MaxCostMicros > 0 {
+		// Only a budget needs the size of the next request: encoding a
+		// long conversation costs time on every turn.
+		b, _ := json.Marshal(req)
+		est = metering.EstimateTokens(int64(len(b)))
+	}
 	if p.MaxTokens > 0 && a.Totals.Tokens()+est > p.MaxTokens {
 		return fmt.Sprintf("token budget: %d used, the next call needs about %d more, the budget is %d", a.Totals.Tokens(), est, p.MaxTokens)
 	}
@@ -288,7 +310,8 @@ func (r *run) overBudget(ctx context.Context, req provider.Request) string {
 			}
 		}
 	}
-	if a.cfg.Meter != nil && a.cfg.User != "" {
+	if a.cfg.Meter != nil && a.cfg.User != "" && a.cfg.Meter.Enforces() {
+		r.recorded() // the thresholds are judged on every record so far
 		if blocked, reason, err := a.cfg.Meter.Enforced(ctx, a.cfg.User, a.cfg.Session); err == nil && blocked {
 			return "usage threshold: " + reason
 		}
@@ -310,11 +333,14 @@ func (r *run) account(ctx context.Context, u provider.Usage) {
 			cost = int64(math.Round(float64(uncached)*price.Input + float64(u.OutputTokens)*price.Output + float64(u.CachedTokens)*c))
 		}
 		if a.cfg.User != "" {
-			_, err := a.cfg.Meter.Record(ctx, metering.Record{User: a.cfg.User, Session: a.cfg.Session, Task: a.cfg.Task,
-				Client: a.cfg.Client, Model: a.cfg.ModelName, InputTokens: uncached, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens})
-			if err != nil {
-				r.send(Event{Type: EventWarning, Text: "usage not recorded: " + err.Error()})
-			}
+			r.recorded() // one at a time, in order
+			rec := metering.Record{User: a.cfg.User, Session: a.cfg.Session, Task: a.cfg.Task,
+				Client: a.cfg.Client, Model: a.cfg.ModelName, InputTokens: uncached, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens,
+				Estimated: u.Estimated}
+			done := make(chan error, 1)
+			r.recording = done
+			// Written even if the run is cancelled meanwhile: the call was made.
+			go func(ctx context.Context) { _, err := a.cfg.Meter.Record(ctx, rec); done <- err }(context.WithoutCancel(ctx))
 		}
 	}
 	a.Totals.InputTokens += u.InputTokens
@@ -351,11 +377,12 @@ func (r *run) runCall(ctx context.Context, call provider.ToolCall) (d DoneInfo, 
 	a := r.a
 	info := CallInfo{ID: call.ID, Name: call.Name, Arguments: call.Arguments}
 	r.send(Event{Type: EventToolCall, Call: &info})
+	var elapsed time.Duration // the tool's own time, once it ran
 	reply := func(text string, isErr, denied bool, bytes int, ms int64) {
 		capped, cut := capResult(text, a.cfg.ResultCap)
 		a.Messages = append(a.Messages, provider.Message{Role: "tool", ToolCallID: call.ID, Content: capped})
 		r.send(Event{Type: EventToolResult, Result: &ResultInfo{ID: call.ID, Name: call.Name, Text: capped, IsError: isErr,
-			Denied: denied, Bytes: bytes, Truncated: cut, Millis: ms}})
+			Denied: denied, Bytes: bytes, Truncated: cut, Millis: ms, Elapsed: elapsed}})
 	}
 	tool, ok := a.tools[call.Name]
 	if !ok || !a.cfg.Policy.Offered(tool) {
@@ -406,7 +433,8 @@ func (r *run) runCall(ctx context.Context, call provider.ToolCall) (d DoneInfo, 
 	text, isErr, err := a.cfg.Tools.Call(ctx, call.Name, args, func(chunk string) {
 		r.send(Event{Type: EventProgress, Call: &info, Text: chunk})
 	})
-	ms := time.Since(start).Milliseconds()
+	elapsed = time.Since(start)
+	ms := elapsed.Milliseconds()
 	if err != nil {
 		if ctx.Err() != nil {
 			reply("not run to the end: the run was stopped", true, false, 0, ms)

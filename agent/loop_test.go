@@ -29,7 +29,7 @@ type world struct {
 	session *sessions.Session
 }
 
-func newWorld(t *testing.T, mode sessions.Mode, source string) *world {
+func newWorld(t testing.TB, mode sessions.Mode, source string) *world {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -75,7 +75,7 @@ func newWorld(t *testing.T, mode sessions.Mode, source string) *world {
 	return &world{db: db, meter: meter, mgr: mgr, tools: tools, session: s}
 }
 
-func (w *world) agent(t *testing.T, s *pt.Server, p agent.Policy, approve agent.Approver) *agent.Agent {
+func (w *world) agent(t testing.TB, s *pt.Server, p agent.Policy, approve agent.Approver) *agent.Agent {
 	t.Helper()
 	prof := provider.DefaultProfile(s.BaseURL(), "gpt-4.1-mini")
 	if s.Style == pt.Ollama {
@@ -272,5 +272,43 @@ func TestLongResultsAreCappedHeadAndTail(t *testing.T) {
 	c, _ := msgs[len(msgs)-1]["content"].(string)
 	if len(c) > 17<<10 || !strings.Contains(c, "FIRST") || !strings.Contains(c, "LAST") || !strings.Contains(c, "bytes cut from the middle") {
 		t.Errorf("capped result of %d bytes: head %q tail %q", len(c), c[:min(60, len(c))], c[max(0, len(c)-60):])
+	}
+}
+
+// A server that reports no usage (Ollama's streams): the agent estimates
+// it, and the usage record says it is an estimate.
+func TestUsageTheServerDidNotSendIsRecordedAsEstimated(t *testing.T) {
+	w := newWorld(t, sessions.ModeEmpty, "")
+	for _, tc := range []struct {
+		style     pt.Style
+		estimated int64
+	}{{pt.OpenAI, 0}, {pt.Ollama, 1}} {
+		s := pt.New(tc.style, pt.Reply{Text: "hello there"})
+		defer s.Close()
+		a, err := agent.New(context.Background(), agent.Config{Model: &provider.Client{BaseURL: s.BaseURL(), Profile: provider.DefaultProfile(s.BaseURL(), "m")},
+			ModelName: "m-" + s.BaseURL(), Tools: w.tools, User: "alice", Session: w.session.ID, Client: "cli", Meter: w.meter}, nil, agent.Totals{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := a.Run(context.Background(), "hi", nil); d.Reason != agent.EndDone {
+			t.Fatalf("style %d: %+v", tc.style, d)
+		}
+		rep, err := w.meter.Report(context.Background(), metering.ReportQuery{User: "alice", GroupBy: metering.GroupModel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, r := range rep.Rows {
+			if r.Key != "m-"+s.BaseURL() {
+				continue
+			}
+			found = true
+			if r.Records != 1 || r.EstimatedRecords != tc.estimated || (tc.estimated == 1) != (r.EstimatedTokens > 0) {
+				t.Errorf("style %d: %+v, want %d estimated", tc.style, r.Totals, tc.estimated)
+			}
+		}
+		if !found {
+			t.Errorf("style %d: no usage record for the model", tc.style)
+		}
 	}
 }

@@ -32,10 +32,24 @@ func toolsReference() []byte {
 	var b bytes.Buffer
 	b.WriteString("# Tools reference\n\n<!-- Generated from the tool registry by mcp/docs_test.go: " +
 		"run `UPDATE_TOOLSNAPS=true go test ./mcp/` after changing a tool. Do not edit. -->\n\n")
-	b.WriteString("Every tool takes an optional `session_id`; omitted, it means your default session " +
-		"(with `serve stdio --workspace DIR`, the session bound to DIR). Paths are relative to the " +
-		"workspace or absolute under `/workspace`. Errors the caller can fix come back as tool results " +
-		"with `isError: true` and a message that says what to do.\n\n")
+	var without []string
+	for _, t := range Registry() {
+		raw, _ := json.Marshal(t.Tool)
+		var schema struct {
+			InputSchema struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"inputSchema"`
+		}
+		_ = json.Unmarshal(raw, &schema)
+		if _, ok := schema.InputSchema.Properties["session_id"]; !ok {
+			without = append(without, "`"+t.Tool.Name+"`")
+		}
+	}
+	sort.Strings(without)
+	b.WriteString("Tools that work in a session take an optional `session_id` (all but " + strings.Join(without, ", ") +
+		"); omitted, it means your default session (with `serve stdio --workspace DIR`, the session bound to DIR). " +
+		"Paths are relative to the workspace or absolute under `/workspace`. Errors the caller can fix come back " +
+		"as tool results with `isError: true` and a message that says what to do.\n\n")
 	b.WriteString("| toolset | tool | read-only | destructive | idempotent | open world |\n|---|---|---|---|---|---|\n")
 	tools := Registry()
 	for _, tool := range tools {

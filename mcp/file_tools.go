@@ -85,6 +85,13 @@ func readFile(d *deps) Tool {
 		if in.Offset < 0 || in.Limit < 0 {
 			return zero, errorf("offset and limit must be positive counts")
 		}
+		// 0 and "not given" decode alike; a client that sends offset 0
+		// (0-based habits) is told rather than silently given line 1.
+		for _, k := range []string{"offset", "limit"} {
+			if v, ok := req.GetArguments()[k].(float64); ok && v == 0 {
+				return zero, errorf("%s is 1-based: the first line (or byte, with encoding base64) is 1; omit %s for the default", k, k)
+			}
+		}
 		if in.Encoding != "" && in.Encoding != encodingText && in.Encoding != encodingBase64 {
 			return zero, errorf(`encoding must be "utf-8" or "base64", not %q`, in.Encoding)
 		}

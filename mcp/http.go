@@ -17,13 +17,15 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/warrenhq/warren/mcp/tokens"
 )
 
 // HTTPOptions configure the streamable HTTP transport.
 type HTTPOptions struct {
 	// Tokens authenticates bearer tokens; nil serves everyone as LocalUser
 	// (--auth none, loopback only).
-	Tokens *TokenStore
+	Tokens *tokens.Store
 	// LocalUser is the user of every request when Tokens is nil.
 	LocalUser string
 	// AllowedOrigins lists extra browser origins (scheme://host:port)
@@ -33,6 +35,12 @@ type HTTPOptions struct {
 	// zero means DefaultBodyTimeout. Responses (long SSE streams) are not
 	// bounded by it.
 	BodyTimeout time.Duration
+	// Metrics, when set, is served at /metrics behind the same Origin
+	// check and authentication as /mcp.
+	Metrics http.Handler
+	// Ready, when set, is served at /readyz without authentication, like
+	// /healthz: it says only whether the server can work, and why not.
+	Ready http.Handler
 	// Console, when set, is served at / and may authenticate /mcp
 	// requests itself (the web console's session cookie).
 	Console Console
@@ -78,6 +86,12 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	if opts.Ready != nil {
+		mux.Handle("/readyz", opts.Ready)
+	}
+	if opts.Metrics != nil {
+		mux.Handle("/metrics", checkOrigin(opts.AllowedOrigins, s.authenticate(opts, opts.Metrics)))
+	}
 	for _, p := range []string{"/register", "/authorize", "/token"} {
 		mux.HandleFunc(p, noOAuth)
 	}
@@ -169,7 +183,7 @@ func (s *Server) authenticate(opts HTTPOptions, next http.Handler) http.Handler 
 			user, err = opts.Tokens.Authenticate(r.Context(), tok)
 		}
 		if !ok || err != nil {
-			if err != nil && err != ErrBadToken {
+			if err != nil && !errors.Is(err, tokens.ErrBadToken) {
 				s.deps.log.Error().Err(err).Msg("authenticate")
 			}
 			challenge := `Bearer realm="warren"`

@@ -39,12 +39,19 @@ func TestOversizedRequestsAreRefused(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err = http.DefaultClient.Do(req)
-	if err == nil {
-		msg, _ = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK && !strings.Contains(string(msg), "error") {
-			t.Fatalf("streamed oversized body was accepted: %d %.200q", resp.StatusCode, msg)
+	if err != nil {
+		// The server may answer and close while the client still sends:
+		// that is a refusal only if the connection was cut, not if the
+		// client never got through.
+		if !strings.Contains(err.Error(), "reset") && !strings.Contains(err.Error(), "broken pipe") && !strings.Contains(err.Error(), "EOF") {
+			t.Fatalf("streamed oversized body: %v", err)
 		}
+		return
+	}
+	msg, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(msg), "over the limit") {
+		t.Fatalf("streamed oversized body was not refused: %d %.200q", resp.StatusCode, msg)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/events"
@@ -20,7 +22,7 @@ type job struct {
 	id      string
 	owner   string
 	session *sessions.Session
-	shell   *sandbox.Shell
+	shell   sessions.Runner
 	command string
 	opts    sandbox.ExecOptions
 	ctx     context.Context
@@ -134,8 +136,8 @@ func newJobs() *jobs {
 }
 
 // start queues a command in its session and returns its job, or refuses it
-// with a *busyError.
-func (js *jobs) start(owner string, s *sessions.Session, sh *sandbox.Shell, command string, opts sandbox.ExecOptions) (*job, error) {
+// with a *busyError. reqCtx is the request's, for its trace.
+func (js *jobs) start(reqCtx context.Context, owner string, s *sessions.Session, sh sessions.Runner, command string, opts sandbox.ExecOptions) (*job, error) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	js.pruneLocked()
@@ -146,7 +148,9 @@ func (js *jobs) start(owner string, s *sessions.Session, sh *sandbox.Shell, comm
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	ctx, cancel := context.WithCancel(context.Background())
+	// The request's trace, not its cancellation: the command's span is a
+	// child of the call that started it.
+	ctx, cancel := context.WithCancel(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(reqCtx)))
 	j := &job{id: "j-" + hex.EncodeToString(b[:]), owner: owner, session: s, shell: sh, command: command,
 		opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	j.opts.OnOutput = j.output

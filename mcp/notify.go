@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -31,9 +32,41 @@ func (d *deps) notify(ctx context.Context, level mcp.LoggingLevel, message strin
 	for k, v := range fields {
 		data[k] = v
 	}
-	err := d.notes.srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, clientLogger, data))
-	d.log.Debug().Err(err).Str("client_level", string(level)).Interface("data", data).Msg("notify client")
+	var err error
+	session := server.ClientSessionFromContext(ctx)
+	if info := server.RequestProtocolInfoFromContext(ctx); (info != nil && info.Modern) || session == nil {
+		// 2026-07-28: the request says which level it wants; mcp-go decides.
+		err = d.notes.srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, clientLogger, data))
+	} else if level.ShouldSendTo(d.clientLevels.of(session.SessionID())) {
+		// Earlier revisions: the level the client set, or warnings by
+		// default. mcp-go's own default (errors only, reset when a stdio
+		// client initializes) would hide every warning warren sends.
+		err = d.notes.srv.SendNotificationToClient(ctx, "notifications/message",
+			map[string]any{"level": level, "logger": clientLogger, "data": data})
+	}
+	d.logFor(ctx).Debug().Err(err).Str("client_level", string(level)).Interface("data", data).Msg("notify client")
 }
+
+// clientLevels remembers the level each client set with logging/setLevel.
+type clientLevels struct{ m sync.Map }
+
+// set is an AfterSetLevel hook.
+func (c *clientLevels) set(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+	if s := server.ClientSessionFromContext(ctx); s != nil {
+		c.m.Store(s.SessionID(), req.Params.Level)
+	}
+}
+
+// of returns the level a client set, or defaultClientLevel.
+func (c *clientLevels) of(session string) mcp.LoggingLevel {
+	if v, ok := c.m.Load(session); ok {
+		return v.(mcp.LoggingLevel)
+	}
+	return defaultClientLevel
+}
+
+// forget is an OnUnregisterSession hook.
+func (c *clientLevels) forget(_ context.Context, s server.ClientSession) { c.m.Delete(s.SessionID()) }
 
 // notifyTools is tool middleware that tells the client about events a tool
 // result reports but a model may not read: a restarted shell.
@@ -47,15 +80,12 @@ func (d *deps) notifyTools(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 					"its background processes and unexported variables are gone",
 					map[string]any{"event": "shell_restarted", "session_id": r.SessionID})
 			}
+			if r, ok := res.StructuredContent.(ShellResult); ok && d.sessions != nil {
+				if n := d.sessions.TakeQuotaNotice(r.SessionID); n != "" {
+					d.notify(ctx, mcp.LoggingLevelWarning, n, map[string]any{"event": "disk_quota", "session_id": r.SessionID})
+				}
+			}
 		}
 		return res, err
-	}
-}
-
-// setDefaultClientLevel is an OnRegisterSession hook: a new client gets
-// warnings until it sets its own level (mcp-go's default is errors only).
-func setDefaultClientLevel(_ context.Context, session server.ClientSession) {
-	if l, ok := session.(server.SessionWithLogging); ok {
-		l.SetLogLevel(defaultClientLevel)
 	}
 }

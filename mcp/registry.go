@@ -42,9 +42,11 @@ type deps struct {
 	usage    *usageQueue     // tool-output records on their way to meter
 	jobs     *jobs
 	notes    *notifier
-	log      zerolog.Logger
-	agent    AgentRunner       // nil: the agent toolset is not served
-	srv      *server.MCPServer // for elicitation
+	// clientLevels are the log levels clients set (logging/setLevel).
+	clientLevels clientLevels
+	log          zerolog.Logger
+	agent        AgentRunner       // nil: the agent toolset is not served
+	srv          *server.MCPServer // for elicitation
 }
 
 // Registry returns every tool of this build, with handlers bound to nothing:
@@ -55,7 +57,7 @@ func allTools(d *deps) []Tool {
 	return plainOutputSchemas([]Tool{
 		shellExec(d), shellWait(d), shellKill(d),
 		readFile(d), writeFile(d), editFile(d),
-		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d), sessionWatch(d),
+		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d), sessionWatch(d), sessionNetworkLog(d),
 		taskList(d), taskClaim(d), taskUpdate(d), taskAdd(d),
 		usageReport(d), usageRecord(d),
 		agentRun(d),

@@ -44,6 +44,9 @@ type Options struct {
 	ShellYield time.Duration
 	// Agent runs agent_run; nil: the agent toolset is not served.
 	Agent AgentRunner
+	// Tracing turns on OpenTelemetry spans per request (tracing.go); off,
+	// nothing is traced and nothing is added to a call.
+	Tracing bool
 }
 
 // Server is warren's MCP server, ready to be served over one transport.
@@ -72,7 +75,8 @@ func New(opts Options) (*Server, error) {
 	}
 	hooks := &server.Hooks{}
 	hooks.AddAfterCallTool(newArgumentErrors(tools).afterCallTool)
-	hooks.AddOnRegisterSession(setDefaultClientLevel)
+	hooks.AddAfterSetLevel(d.clientLevels.set)
+	hooks.AddOnUnregisterSession(d.clientLevels.forget)
 	s := server.NewMCPServer("warren", version,
 		server.WithElicitation(), // agent_run asks approvals
 		server.WithToolCapabilities(false),
@@ -83,8 +87,9 @@ func New(opts Options) (*Server, error) {
 		server.WithInstructions("warren gives you a persistent, jailed /bin/sh and file tools in a workspace "+
 			"mounted at /workspace. Omit session_id to use your default session."),
 	)
+	observe(d, s, opts) // metrics.go: first, to time and trace the whole call
 	if d.events != nil {
-		s.Use(d.recordActivity) // outermost: calls the meter refuses are logged too
+		s.Use(d.recordActivity) // calls the meter refuses are logged too
 	}
 	if d.meter != nil {
 		d.usage = newUsageQueue(d.meter, d.claimOf, d.log)

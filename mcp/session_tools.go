@@ -14,25 +14,28 @@ import (
 
 // SessionCreateInput is the input of session_create.
 type SessionCreateInput struct {
-	Source string `json:"source,omitempty" jsonschema:"a git URL (https, ssh, file://), a local repository or a directory on the server; omitted: an empty workspace"`
-	Mode   string `json:"mode,omitempty" jsonschema:"clone, bind (work in the directory in place) or empty; omitted: inferred (URLs and repositories are cloned, other directories bound)"`
+	Source string `json:"source,omitempty" jsonschema:"a git URL: https (over HTTP: public hosts only); ssh, git, http, file:// and paths of the server (a local repository or directory) where the server allows them; omitted: an empty workspace"`
+	Mode   string `json:"mode,omitempty" jsonschema:"clone, bind (work in a directory of the server in place; never a URL) or empty; omitted: inferred (URLs and repositories are cloned, other directories bound)"`
 	Ref    string `json:"ref,omitempty" jsonschema:"branch, tag or commit to check out (clone only); omitted: the default branch"`
 	Name   string `json:"name,omitempty" jsonschema:"a label for people, at most 100 characters"`
+	// Network is the session's network policy; see network_tools.go.
+	Network *NetworkPolicy `json:"network,omitempty" jsonschema:"the jail's network: mode none (default: loopback only), allowlist (HTTP and HTTPS through warren's proxy to the hosts in allow) or host (the server's whole network, when the server allows it)"`
 }
 
 // SessionView describes one session.
 type SessionView struct {
-	SessionID string `json:"session_id" jsonschema:"pass it as session_id to every other tool"`
-	Name      string `json:"name" jsonschema:"the session's label"`
-	State     string `json:"state" jsonschema:"active, paused, archived (read-only) or deleted (tombstone)"`
-	Mode      string `json:"mode" jsonschema:"clone, bind or empty"`
-	Source    string `json:"source" jsonschema:"what the workspace was made from"`
-	Ref       string `json:"ref" jsonschema:"the requested branch, tag or commit"`
-	Commit    string `json:"commit" jsonschema:"the commit a clone checked out"`
-	Cwd       string `json:"cwd" jsonschema:"the shell's saved working directory"`
-	Running   bool   `json:"running" jsonschema:"the session's jailed shell is running now (it starts on the next command otherwise)"`
-	CreatedAt string `json:"created_at" jsonschema:"RFC 3339"`
-	UpdatedAt string `json:"updated_at" jsonschema:"RFC 3339"`
+	SessionID string        `json:"session_id" jsonschema:"pass it as session_id to every other tool"`
+	Name      string        `json:"name" jsonschema:"the session's label"`
+	State     string        `json:"state" jsonschema:"active, paused, archived (read-only) or deleted (tombstone)"`
+	Mode      string        `json:"mode" jsonschema:"clone, bind or empty"`
+	Source    string        `json:"source" jsonschema:"what the workspace was made from"`
+	Ref       string        `json:"ref" jsonschema:"the requested branch, tag or commit"`
+	Commit    string        `json:"commit" jsonschema:"the commit a clone checked out"`
+	Cwd       string        `json:"cwd" jsonschema:"the shell's saved working directory"`
+	Running   bool          `json:"running" jsonschema:"the session's jailed shell is running now (it starts on the next command otherwise)"`
+	Network   NetworkPolicy `json:"network" jsonschema:"the jail's network policy"`
+	CreatedAt string        `json:"created_at" jsonschema:"RFC 3339"`
+	UpdatedAt string        `json:"updated_at" jsonschema:"RFC 3339"`
 	// Filled by session_list only.
 	LastActivity string `json:"last_activity,omitempty" jsonschema:"session_list: when a tool was last called in the session, by any client (RFC 3339)"`
 	DiskBytes    int64  `json:"disk_bytes,omitempty" jsonschema:"session_list: bytes its workspace and home use, as the disk quota counts them (a bound directory counts its home only; measured at most every --quota-interval)"`
@@ -50,8 +53,9 @@ type SessionListOutput struct {
 
 // SessionControlInput is the input of session_control.
 type SessionControlInput struct {
-	SessionID string `json:"session_id" jsonschema:"the session to change"`
-	Action    string `json:"action" jsonschema:"pause (stop the shell, keep everything), resume, archive (read-only for good) or delete (remove the workspace; a bound directory is kept)"`
+	SessionID string         `json:"session_id" jsonschema:"the session to change"`
+	Action    string         `json:"action" jsonschema:"pause (stop the shell, keep everything), resume, archive (read-only for good), delete (remove the workspace; a bound directory is kept) or network (set the network policy given in network)"`
+	Network   *NetworkPolicy `json:"network,omitempty" jsonschema:"with action network: the new policy; a new allowlist applies to the next connection, a new mode restarts the shell (cwd and exports kept)"`
 }
 
 // SessionDiffInput is the input of session_diff.
@@ -78,7 +82,7 @@ func (o SessionDiffOutput) inSession() string { return o.SessionID }
 
 func (d *deps) view(i sessions.Info) SessionView {
 	return SessionView{SessionID: i.ID, Name: i.Name, State: string(i.State), Mode: string(i.Mode), Source: i.Source,
-		Ref: i.Ref, Commit: i.BaseCommit, Cwd: i.Cwd, Running: d.sessions.Running(i.ID),
+		Ref: i.Ref, Commit: i.BaseCommit, Cwd: i.Cwd, Running: d.sessions.Running(i.ID), Network: networkView(i.Network),
 		CreatedAt: i.CreatedAt.Format(time.RFC3339), UpdatedAt: i.UpdatedAt.Format(time.RFC3339)}
 }
 
@@ -94,7 +98,7 @@ func renderSession(v SessionView) string {
 	if v.Name != "" {
 		s += " " + v.Name
 	}
-	return s + ", cwd " + v.Cwd
+	return s + ", cwd " + v.Cwd + ", network " + renderNetwork(v.Network)
 }
 
 func sessionCreate(d *deps) Tool {
@@ -113,7 +117,7 @@ func sessionCreate(d *deps) Tool {
 		}
 		p := newProgress(ctx, d.notes, req)
 		s, err := d.sessions.Create(ctx, user, sessions.CreateOptions{Source: in.Source, Mode: sessions.Mode(in.Mode),
-			Ref: in.Ref, Name: in.Name, Progress: progressWriter{p}})
+			Ref: in.Ref, Name: in.Name, Progress: progressWriter{p}, Network: in.Network.policy()})
 		p.finish()
 		if err != nil {
 			return result[SessionView]{}, err
@@ -168,7 +172,8 @@ func sessionControl(d *deps) Tool {
 	t := mcp.NewTool("session_control",
 		mcp.WithDescription("Change a session's state: pause (save the shell's state, snapshot the workspace, stop "+
 			"the shell; commands and writes are refused until resume), resume, archive (snapshot, then read-only for "+
-			"good) or delete (remove the workspace, except a bound directory, which is the user's own)."),
+			"good) or delete (remove the workspace, except a bound directory, which is the user's own); or its "+
+			"network policy (action network)."),
 		mcp.WithInputSchema[SessionControlInput](),
 		mcp.WithOutputSchema[SessionView](),
 		annotations("Pause, resume, archive or delete a session", false, true, false, false),
@@ -181,7 +186,15 @@ func sessionControl(d *deps) Tool {
 		if in.SessionID == "" {
 			return result[SessionView]{}, errorf("session_id is required: session_control never acts on your default session implicitly")
 		}
-		s, err := d.sessions.Control(ctx, user, in.SessionID, in.Action)
+		var s *sessions.Session
+		if in.Action == "network" {
+			if in.Network == nil {
+				return result[SessionView]{}, errorf("action network needs network: {mode, allow}")
+			}
+			s, err = d.sessions.SetNetwork(ctx, user, in.SessionID, *in.Network.policy())
+		} else {
+			s, err = d.sessions.Control(ctx, user, in.SessionID, in.Action)
+		}
 		if err != nil {
 			return result[SessionView]{}, err
 		}

@@ -116,7 +116,7 @@ func shellExec(d *deps) Tool {
 			return result[ShellResult]{}, err
 		}
 		out := d.commandStream(ctx, s.ID)
-		j, err := d.jobs.start(user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout, OnOutput: outputTo(out)})
+		j, err := d.jobs.start(ctx, user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout, OnOutput: outputTo(out)})
 		if err != nil {
 			return result[ShellResult]{}, err
 		}
@@ -135,7 +135,8 @@ func shellWait(d *deps) Tool {
 			"and, once it ends, its exit code."),
 		mcp.WithInputSchema[ShellWaitInput](),
 		mcp.WithOutputSchema[ShellResult](),
-		annotations("Wait for a running command", true, false, false, false),
+		// Not read-only: a job that ends saves the session's cwd and exports.
+		annotations("Wait for a running command", false, false, false, false),
 	)
 	h := typedHandler(func(ctx context.Context, req mcp.CallToolRequest, in ShellWaitInput) (result[ShellResult], error) {
 		user, err := callerOf(ctx)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -56,31 +55,13 @@ type TaskOutput struct {
 	Warning string `json:"warning,omitempty" jsonschema:"set when the change is saved but the file could not be written yet; do not retry"`
 }
 
-// TaskView is a task as the tools show it.
-type TaskView struct {
-	ID       string     `json:"id" jsonschema:"the task's stable id, e.g. T-12"`
-	Title    string     `json:"title" jsonschema:"what the task is"`
-	Status   string     `json:"status" jsonschema:"open, in_progress, blocked or done"`
-	Owner    string     `json:"owner,omitempty" jsonschema:"the user who owns the task"`
-	Link     string     `json:"link,omitempty" jsonschema:"the commit or pull request recorded on completion"`
-	Notes    []TaskNote `json:"notes" jsonschema:"the task's history, oldest first"`
-	Claim    *TaskClaim `json:"claim,omitempty" jsonschema:"the live claim on the task, if any"`
-	Conflict bool       `json:"conflict" jsonschema:"changed both in TASKS.md and on the board: changes are refused until someone settles it with 'warren task sync'"`
-}
-
-// TaskNote is one line of a task's history.
-type TaskNote struct {
-	At   string `json:"at" jsonschema:"when, UTC, RFC 3339"`
-	By   string `json:"by,omitempty" jsonschema:"who wrote it"`
-	Text string `json:"text" jsonschema:"the note"`
-}
-
-// TaskClaim is a live lease on a task.
-type TaskClaim struct {
-	User      string `json:"user" jsonschema:"the user holding the claim"`
-	SessionID string `json:"session_id" jsonschema:"the session holding the claim"`
-	ExpiresAt string `json:"expires_at" jsonschema:"when the lease ends unless renewed by claiming again (UTC, RFC 3339)"`
-}
+// TaskView, TaskNote and TaskClaim are the task as clients show it; the
+// CLI prints the same (tasks.View).
+type (
+	TaskView  = tasks.View
+	TaskNote  = tasks.NoteView
+	TaskClaim = tasks.ClaimView
+)
 
 func taskList(d *deps) Tool {
 	t := mcp.NewTool("task_list",
@@ -88,7 +69,9 @@ func taskList(d *deps) Tool {
 			"Hand edits of the file are merged first. A task held by someone shows its claim."),
 		mcp.WithInputSchema[TaskListInput](),
 		mcp.WithOutputSchema[TaskListOutput](),
-		annotations("List tasks", true, false, true, false),
+		// Not read-only: listing first merges hand edits of TASKS.md into
+		// the board and rewrites the file.
+		annotations("List tasks", false, false, true, false),
 	)
 	h := typedHandler(func(ctx context.Context, _ mcp.CallToolRequest, in TaskListInput) (result[TaskListOutput], error) {
 		if _, err := callerOf(ctx); err != nil {
@@ -96,7 +79,7 @@ func taskList(d *deps) Tool {
 		}
 		list, err := d.tasks.List(ctx, tasks.Filter{Status: tasks.Status(in.Status), Owner: in.Owner})
 		if err != nil && (list == nil || !errors.Is(err, tasks.ErrNotWritten)) {
-			return result[TaskListOutput]{}, taskError(err)
+			return result[TaskListOutput]{}, err
 		}
 		out := TaskListOutput{Path: d.tasks.Path(), Tasks: make([]TaskView, len(list))}
 		if err != nil {
@@ -197,7 +180,7 @@ func taskResult(task tasks.Task, err error, verb string) (result[TaskOutput], er
 	out := TaskOutput{}
 	if err != nil {
 		if !errors.Is(err, tasks.ErrNotWritten) || task.ID == "" {
-			return result[TaskOutput]{}, taskError(err)
+			return result[TaskOutput]{}, err
 		}
 		out.Warning = err.Error()
 	}
@@ -209,39 +192,8 @@ func taskResult(task tasks.Task, err error, verb string) (result[TaskOutput], er
 	return result[TaskOutput]{Out: out, Text: text}, nil
 }
 
-// taskError says what to do about a board error.
-func taskError(err error) error {
-	var claimed *tasks.ClaimedError
-	if errors.As(err, &claimed) {
-		return errorf("%s is claimed by %s until %s: pick another task (task_list {\"status\":\"open\"}), or wait until the lease ends",
-			claimed.TaskID, claimed.Holder, claimed.Until.UTC().Format(time.RFC3339))
-	}
-	switch tasks.ErrorCode(err) {
-	case tasks.CodeNotFound:
-		return errorf("%v: list the tasks with task_list", err)
-	case tasks.CodeInvalid:
-		return errorf("%v", err)
-	case tasks.CodeConflict:
-		return errorf("%v (edit TASKS.md, or run 'warren task sync --keep-file ID' or '--keep-board ID')", err)
-	case tasks.CodeClaimed:
-		return errorf("%v: claim it with task_claim first (a claim you held may have expired)", err)
-	}
-	return err
-}
-
 // viewTask converts a board task for the tools.
-func viewTask(t tasks.Task) TaskView {
-	v := TaskView{ID: t.ID, Title: t.Title, Status: string(t.Status), Owner: t.Owner, Link: t.Link,
-		Notes: make([]TaskNote, len(t.Notes)), Conflict: t.Conflict}
-	for i, n := range t.Notes {
-		v.Notes[i] = TaskNote{At: n.At.UTC().Format(time.RFC3339), By: n.By, Text: n.Text}
-	}
-	if t.Claim != nil {
-		v.Claim = &TaskClaim{User: t.Claim.Holder.User, SessionID: t.Claim.Holder.Session,
-			ExpiresAt: t.Claim.ExpiresAt.UTC().Format(time.RFC3339)}
-	}
-	return v
-}
+func viewTask(t tasks.Task) TaskView { return tasks.ViewOf(t) }
 
 // renderTask is one line a model reads when it ignores structuredContent.
 func renderTask(v TaskView) string {

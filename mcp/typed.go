@@ -2,16 +2,11 @@ package mcp
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-
-	"github.com/warrenhq/warren/sandbox"
-	"github.com/warrenhq/warren/sessions"
 )
 
 // result is what a typed handler returns: the structured value and its
@@ -37,43 +32,6 @@ func typedHandler[In, Out any](fn func(ctx context.Context, req mcp.CallToolRequ
 		}
 		return mcp.NewToolResultStructured(res.Out, res.Text), nil
 	}
-}
-
-// userError is an error whose message is meant for the caller as is.
-type userError struct {
-	msg string
-	err error // the cause, for errors.Is; may be nil
-}
-
-func (e *userError) Error() string { return e.msg }
-
-func (e *userError) Unwrap() error { return e.err }
-
-// errorf builds a userError: say what went wrong and what to do.
-func errorf(format string, args ...any) error {
-	return &userError{msg: fmt.Sprintf(format, args...)}
-}
-
-// toolMessage translates domain errors into messages that say what to do.
-func toolMessage(err error) string {
-	var ue *userError
-	switch {
-	case errors.As(err, &ue):
-		return ue.msg
-	case errors.Is(err, sessions.ErrNotFound):
-		return "session not found: omit session_id to use your default session, or pass the id a previous result returned"
-	case errors.Is(err, sandbox.ErrBusy):
-		return "the session's shell is busy running another command: wait for it with shell_wait, stop it with shell_kill, or use another session"
-	case errors.Is(err, sandbox.ErrEmptyCommand):
-		return "command is empty: pass a shell command such as 'ls -la'"
-	case errors.Is(err, sandbox.ErrNULInCommand):
-		return "command contains a NUL byte, which no shell can run: remove it"
-	case errors.Is(err, sandbox.ErrClosed):
-		return "the session's shell was closed because the server is shutting down: retry after it restarts"
-	case errors.Is(err, context.Canceled):
-		return "the call was cancelled"
-	}
-	return err.Error()
 }
 
 // text converts raw command output to a string JSON can carry: invalid

@@ -44,7 +44,7 @@ func (d *deps) enforce(ctx context.Context, user string, req mcp.CallToolRequest
 	d.usage.flush() // the output of the previous command counts
 	blocked, reason, err := d.meter.Enforced(ctx, user, session)
 	if err != nil {
-		d.log.Warn().Err(err).Str("user", user).Str("session", session).Msg("check usage thresholds")
+		d.logFor(ctx).Warn().Err(err).Str("session", session).Msg("check usage thresholds")
 		return nil
 	}
 	if !blocked {
@@ -58,16 +58,35 @@ func (d *deps) enforce(ctx context.Context, user string, req mcp.CallToolRequest
 }
 
 // recordResult queues a tool_output record of the result's size on the
-// wire (its JSON encoding).
+// wire (its JSON encoding). The writer measures it, off the call's path:
+// encoding a result once more only to count its bytes took a real share of
+// a small call's latency.
 func (d *deps) recordResult(ctx context.Context, user string, req mcp.CallToolRequest, res *mcp.CallToolResult) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return
-	}
 	d.usage.add(metering.Record{
 		User: user, Session: d.sessionOf(ctx, user, req, res), Client: clientName(ctx),
-		Kind: metering.KindToolOutput, Tool: req.Params.Name, Bytes: int64(len(b)),
-	})
+		Kind: metering.KindToolOutput, Tool: req.Params.Name,
+	}, res)
+}
+
+// resultSize is the size of res's JSON encoding, as the transport sends it.
+func resultSize(res *mcp.CallToolResult) int64 {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return 0
+	}
+	return int64(len(b))
+}
+
+// heldEstimate guesses the bytes res keeps alive while it waits to be
+// measured: its text, and structured content about as big.
+func heldEstimate(res *mcp.CallToolResult) int {
+	n := 256
+	for _, c := range res.Content {
+		if t, ok := c.(mcp.TextContent); ok {
+			n += 2 * len(t.Text)
+		}
+	}
+	return n
 }
 
 // inSession is implemented by outputs that name the session they ran in.
@@ -120,7 +139,7 @@ func (d *deps) claimOf(ctx context.Context, session string) string {
 	}
 	t, ok, err := d.tasks.ClaimOf(ctx, session)
 	if err != nil {
-		d.log.Warn().Err(err).Str("session", session).Msg("find the task of a usage record")
+		d.logFor(ctx).Warn().Err(err).Str("session", session).Msg("find the task of a usage record")
 	}
 	if !ok {
 		return ""
@@ -132,6 +151,10 @@ func (d *deps) claimOf(ctx context.Context, session string) string {
 // are dropped (and counted in the log) rather than growing memory without
 // bound while the database is stuck.
 const maxQueued = 10000
+
+// maxHeld bounds the memory of results waiting to be measured; past it a
+// result is measured by its call, as it used to be.
+const maxHeld = 8 << 20
 
 // usageQueue writes tool_output records in the background, in batches, so
 // that metering adds no database write to the latency of a tool call.
@@ -147,6 +170,11 @@ type usageQueue struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	pending []metering.Record
+	// unsized holds, for each pending record, the result the writer
+	// measures for its Bytes (nil: measured already); held estimates the
+	// memory they keep alive, bounded by maxHeld.
+	unsized []*mcp.CallToolResult
+	held    int
 	queued  uint64 // records accepted so far
 	done    uint64 // records written (or failed) so far
 	dropped uint64
@@ -172,7 +200,10 @@ func newUsageQueue(m *metering.Meter, claim func(context.Context, string) string
 	return q
 }
 
-func (q *usageQueue) add(r metering.Record) {
+// add queues r. res, when not nil, is measured for r.Bytes by the writer
+// (or here, when too much waits already): it must not change after the
+// call returned it, which no middleware does.
+func (q *usageQueue) add(r metering.Record, res *mcp.CallToolResult) {
 	if q == nil {
 		return
 	}
@@ -181,6 +212,9 @@ func (q *usageQueue) add(r metering.Record) {
 		// A call that finished while the server shuts down: its result was
 		// sent, so its record is written now rather than dropped.
 		q.mu.Unlock()
+		if res != nil {
+			r.Bytes = resultSize(res)
+		}
 		q.write([]metering.Record{r})
 		return
 	}
@@ -189,7 +223,15 @@ func (q *usageQueue) add(r metering.Record) {
 		q.dropped++
 		return
 	}
+	if res != nil {
+		if est := heldEstimate(res); q.held+est <= maxHeld {
+			q.held += est
+		} else {
+			r.Bytes, res = resultSize(res), nil
+		}
+	}
 	q.pending = append(q.pending, r)
+	q.unsized = append(q.unsized, res)
 	q.queued++
 	select {
 	case q.wake <- struct{}{}:
@@ -262,11 +304,16 @@ var retryDelays = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond
 // records are waiting to join it.
 func (q *usageQueue) writePending(final bool) {
 	q.mu.Lock()
-	batch := q.pending
-	q.pending = nil
+	batch, unsized := q.pending, q.unsized
+	q.pending, q.unsized, q.held = nil, nil, 0
 	dropped := q.dropped
 	q.dropped = 0
 	q.mu.Unlock()
+	for i, res := range unsized {
+		if res != nil {
+			batch[i].Bytes = resultSize(res)
+		}
+	}
 	if dropped > 0 {
 		q.log.Warn().Uint64("records", dropped).Msg("tool-output usage records dropped: the usage store is not keeping up")
 	}

@@ -1,8 +1,13 @@
 package mcp
 
 import (
+	"encoding/json"
+	"slices"
+	"strings"
+
 	"context"
 	"database/sql"
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -44,7 +49,7 @@ func TestUsageQueueRetriesARefusedBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		q.add(metering.Record{User: "alice", Kind: metering.KindToolOutput, Tool: "shell_exec", Bytes: 100})
+		q.add(metering.Record{User: "alice", Kind: metering.KindToolOutput, Tool: "shell_exec", Bytes: 100}, nil)
 	}
 	time.Sleep(400 * time.Millisecond) // the first attempts fail
 	if _, err := locker.ExecContext(ctx, "ROLLBACK"); err != nil {
@@ -58,5 +63,47 @@ func TestUsageQueueRetriesARefusedBatch(t *testing.T) {
 	}
 	if n != 3 {
 		t.Fatalf("%d of 3 records written after the lock was released", n)
+	}
+}
+
+// Each tool_output record holds the size of its result's JSON encoding,
+// whether the writer measured it or, with too much waiting, the call did.
+func TestUsageQueueRecordsResultSizes(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "warren.db")+"?_pragma=journal_mode(wal)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	meter, err := metering.Open(ctx, db, metering.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newUsageQueue(meter, func(context.Context, string) string { return "" }, zerolog.Nop())
+	defer q.close()
+	var want []int64
+	for i, n := range []int{0, 100, maxHeld / 3, maxHeld / 3, 5000} { // the two big ones pass maxHeld
+		text := strings.Repeat("é<\"\n", n/5)
+		res := mcpgo.NewToolResultStructured(ShellResult{SessionID: "s", Stdout: text, ExitCode: i}, text)
+		b, _ := json.Marshal(res)
+		want = append(want, int64(len(b)))
+		q.add(metering.Record{User: "alice", Kind: metering.KindToolOutput, Tool: "shell_exec"}, res)
+	}
+	q.flush()
+	rows, err := db.Query(`SELECT tool_bytes FROM usage_records WHERE kind = 'tool_output' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []int64
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, n)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("recorded sizes %v, want the results' JSON sizes %v", got, want)
 	}
 }

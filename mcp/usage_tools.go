@@ -3,7 +3,6 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -71,7 +70,7 @@ func usageReport(d *deps) Tool {
 		if format != "" && format != metering.FormatJSON && format != metering.FormatCSV {
 			return zero, errorf("format %q: use json or csv", in.Format)
 		}
-		q, err := ReportQuery(in.GroupBy, in.Since, in.Until)
+		q, err := metering.ParseReportQuery(in.GroupBy, in.Since, in.Until)
 		if err != nil {
 			return zero, err
 		}
@@ -79,7 +78,7 @@ func usageReport(d *deps) Tool {
 		d.usage.flush() // the calls before this one count
 		rep, err := d.meter.Report(ctx, q)
 		if err != nil {
-			return zero, usageError(err)
+			return zero, err
 		}
 		out := UsageReportOutput{GroupBy: string(q.GroupBy), Rows: rep.Rows, Total: rep.Total,
 			UnpricedModels: rep.UnpricedModels, Alerts: rep.Alerts}
@@ -135,7 +134,7 @@ func usageRecord(d *deps) Tool {
 			Model: model, Kind: metering.KindModel,
 			InputTokens: in.InputTokens, OutputTokens: in.OutputTokens, CachedTokens: in.CachedTokens})
 		if err != nil {
-			return zero, usageError(err)
+			return zero, err
 		}
 		_, priced := d.meter.PriceOf(model)
 		out := UsageRecordOutput{SessionID: s.ID, TaskID: task, Client: client, Model: model, Priced: priced,
@@ -154,48 +153,4 @@ func usageRecord(d *deps) Tool {
 		return result[UsageRecordOutput]{Out: out, Text: text}, nil
 	})
 	return Tool{Toolset: "usage", Tool: t, Handler: h}
-}
-
-// ReportQuery builds a report query from the options shared by usage_report
-// and 'warren usage report': a group-by name and an optional range whose
-// ends are RFC 3339 times or UTC days (YYYY-MM-DD, meaning midnight).
-func ReportQuery(groupBy, since, until string) (metering.ReportQuery, error) {
-	g, err := metering.ParseGroupBy(strings.TrimSpace(groupBy))
-	if err != nil {
-		return metering.ReportQuery{}, usageError(err)
-	}
-	q := metering.ReportQuery{GroupBy: g}
-	if q.Since, err = parseReportTime("since", since); err != nil {
-		return q, err
-	}
-	if q.Until, err = parseReportTime("until", until); err != nil {
-		return q, err
-	}
-	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
-		return q, errorf("until (%s) is before since (%s)", until, since)
-	}
-	return q, nil
-}
-
-func parseReportTime(name, s string) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t.UTC(), nil
-	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, errorf("%s %q: use an RFC 3339 time (2026-05-01T09:00:00Z) or a UTC day (2026-05-01)", name, s)
-}
-
-// usageError passes the meter's input errors to the caller as they are:
-// they already say which argument is wrong.
-func usageError(err error) error {
-	if errors.Is(err, metering.ErrInvalid) {
-		return errorf("%s", strings.TrimPrefix(err.Error(), metering.ErrInvalid.Error()+": "))
-	}
-	return err
 }

@@ -2,9 +2,6 @@ package mcp
 
 import (
 	"context"
-	"os"
-	"os/user"
-	"strconv"
 )
 
 type userKey struct{}
@@ -19,18 +16,6 @@ func WithUser(ctx context.Context, user string) context.Context {
 func UserFrom(ctx context.Context) string {
 	u, _ := ctx.Value(userKey{}).(string)
 	return u
-}
-
-// LocalUser names the OS user running the server: the user of stdio and of
-// HTTP with --auth none.
-func LocalUser() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	return "uid" + strconv.Itoa(os.Getuid())
 }
 
 // callerOf returns the user of a tool call; a call that reached a handler

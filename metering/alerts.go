@@ -3,6 +3,7 @@ package metering
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -112,7 +113,7 @@ func (m *Meter) fire(ctx context.Context, q querier, t threshold, k checkKey) (*
 	if err == nil {
 		return nil, nil
 	}
-	if err != sql.ErrNoRows {
+	if !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("look up alert: %w", err)
 	}
 	v, err := value(ctx, q, t, k)
@@ -186,6 +187,17 @@ func (m *Meter) queryAlerts(ctx context.Context, query string, args ...any) ([]A
 		return nil, fmt.Errorf("read alerts: %w", err)
 	}
 	return out, nil
+}
+
+// Enforces reports whether any threshold is enforced: only then does Enforced need the latest
+// records to be written before it is asked.
+func (m *Meter) Enforces() bool {
+	for _, t := range m.thresholds {
+		if t.Enforce {
+			return true
+		}
+	}
+	return false
 }
 
 // Enforced reports whether further commands in a session must be refused because an enforced

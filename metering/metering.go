@@ -10,14 +10,16 @@ package metering
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // ErrInvalid marks errors caused by the caller's input (a missing user, an unknown group-by, a
-// bad threshold). The MCP layer turns these into tool errors the model can act on.
-var ErrInvalid = errors.New("invalid argument")
+// bad threshold); they carry the code errs.Invalid, and their message says which argument is
+// wrong, so that the MCP layer and the CLI show it as it is.
+var ErrInvalid = errs.New(errs.Invalid, "invalid argument")
 
 // DefaultRetention is how long records are kept when Options.Retention is zero.
 const DefaultRetention = 90 * 24 * time.Hour
@@ -144,5 +146,5 @@ func dayString(day int64) string {
 }
 
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	return errs.Wrap(errs.Invalid, ErrInvalid, fmt.Sprintf(format, args...))
 }

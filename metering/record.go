@@ -46,6 +46,9 @@ type Record struct {
 	CachedTokens int64 `json:"cached_tokens,omitempty"`
 	// Bytes is the size of a tool result (KindToolOutput only).
 	Bytes int64 `json:"bytes,omitempty"`
+	// Estimated marks token counts the client estimated because the model server reported
+	// none (KindModel only).
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // row is a validated, priced record ready to insert.
@@ -56,6 +59,7 @@ type row struct {
 	input, output, cached     int64
 	toolBytes, toolTokens     int64
 	costMicros, unpriced      int64
+	estimated, estTokens      int64
 }
 
 // EstimateTokens estimates the tokens a text of the given size costs a model: about four bytes
@@ -90,6 +94,9 @@ func (m *Meter) prepare(r Record) (row, error) {
 			return row{}, invalidf("record: bytes are only recorded for %s records", KindToolOutput)
 		}
 		w.input, w.output, w.cached = r.InputTokens, r.OutputTokens, r.CachedTokens
+		if r.Estimated {
+			w.estimated, w.estTokens = 1, r.InputTokens+r.OutputTokens+r.CachedTokens
+		}
 		if p, ok := m.prices.lookup(r.Model); ok {
 			w.costMicros = p.cost(w.input, w.output, w.cached)
 		} else {
@@ -98,8 +105,8 @@ func (m *Meter) prepare(r Record) (row, error) {
 	case KindToolOutput:
 		// Tool output is not priced: the client's model pays for it as input tokens, which the
 		// client may also report; pricing it here would count it twice.
-		if r.InputTokens != 0 || r.OutputTokens != 0 || r.CachedTokens != 0 {
-			return row{}, invalidf("record: %s records carry bytes, not tokens", KindToolOutput)
+		if r.InputTokens != 0 || r.OutputTokens != 0 || r.CachedTokens != 0 || r.Estimated {
+			return row{}, invalidf("record: %s records carry bytes, not tokens (nor an estimated flag)", KindToolOutput)
 		}
 		w.toolBytes, w.toolTokens = r.Bytes, EstimateTokens(r.Bytes)
 	default:
@@ -174,6 +181,7 @@ func (m *Meter) RecordBatch(ctx context.Context, records []Record) ([]Alert, err
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit record: %w", err)
 	}
+	m.countRecorded(rows) // metrics.go
 	m.notify(fired)
 	return fired, nil
 }
@@ -190,26 +198,26 @@ func billing(rows []row) bool {
 
 const insertRecordSQL = `INSERT INTO usage_records (ts, day, user_id, session_id, task_id, client, model,
 	kind, tool, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
-	unpriced) VALUES `
+	unpriced, estimated, estimated_tokens) VALUES `
 
-const recordPlaceholders = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+const recordPlaceholders = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 // rowsPerInsert is how many records one INSERT statement carries. Every statement execution
 // crosses into the SQLite runtime, so multi-row statements are much faster for big batches;
-// 64 rows × 16 columns stays far below SQLite's limit on bound variables.
+// 64 rows × 18 columns stays far below SQLite's limit on bound variables.
 const rowsPerInsert = 64
 
 // insertRecords inserts rows with multi-row statements of rowsPerInsert, then one for the rest.
 func insertRecords(ctx context.Context, tx *sql.Tx, rows []row) error {
 	var full *sql.Stmt
-	args := make([]any, 0, rowsPerInsert*16)
+	args := make([]any, 0, rowsPerInsert*18)
 	for len(rows) > 0 {
 		n := min(len(rows), rowsPerInsert)
 		args = args[:0]
 		for _, w := range rows[:n] {
 			args = append(args, w.ts, w.day, w.user, w.session, w.task, w.client, w.model, w.kind,
 				w.tool, w.input, w.output, w.cached, w.toolBytes, w.toolTokens, w.costMicros,
-				w.unpriced)
+				w.unpriced, w.estimated, w.estTokens)
 		}
 		var err error
 		if n == rowsPerInsert {
@@ -237,7 +245,7 @@ func insertSQL(n int) string {
 
 const upsertDailySQL = `INSERT INTO usage_daily (user_id, day, session_id, task_id, client, model, kind,
 	records, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
-	unpriced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	unpriced, estimated, estimated_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO UPDATE SET
 		records = records + excluded.records,
 		input_tokens = input_tokens + excluded.input_tokens,
@@ -246,7 +254,9 @@ const upsertDailySQL = `INSERT INTO usage_daily (user_id, day, session_id, task_
 		tool_bytes = tool_bytes + excluded.tool_bytes,
 		tool_tokens = tool_tokens + excluded.tool_tokens,
 		cost_micros = cost_micros + excluded.cost_micros,
-		unpriced = unpriced + excluded.unpriced`
+		unpriced = unpriced + excluded.unpriced,
+		estimated = estimated + excluded.estimated,
+		estimated_tokens = estimated_tokens + excluded.estimated_tokens`
 
 // dailyKey is a row's key in the daily rollup.
 type dailyKey struct {
@@ -259,7 +269,7 @@ type dailyKey struct {
 func (w row) totals() Totals {
 	return Totals{Records: 1, InputTokens: w.input, OutputTokens: w.output, CachedTokens: w.cached,
 		ToolOutputBytes: w.toolBytes, ToolOutputTokens: w.toolTokens, CostMicros: w.costMicros,
-		UnpricedRecords: w.unpriced}
+		UnpricedRecords: w.unpriced, EstimatedRecords: w.estimated, EstimatedTokens: w.estTokens}
 }
 
 // insertRows writes each row and folds the batch into the daily rollup in the same transaction,
@@ -291,7 +301,7 @@ func insertRows(ctx context.Context, tx *sql.Tx, rows []row) error {
 		s := sums[k]
 		if _, err := up.ExecContext(ctx, k.user, k.day, k.session, k.task, k.client, k.model,
 			k.kind, s.Records, s.InputTokens, s.OutputTokens, s.CachedTokens, s.ToolOutputBytes,
-			s.ToolOutputTokens, s.CostMicros, s.UnpricedRecords); err != nil {
+			s.ToolOutputTokens, s.CostMicros, s.UnpricedRecords, s.EstimatedRecords, s.EstimatedTokens); err != nil {
 			return fmt.Errorf("update daily rollup: %w", err)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 func TestOpenIsIdempotentAndVersioned(t *testing.T) {
@@ -33,8 +35,8 @@ func TestOpenIsIdempotentAndVersioned(t *testing.T) {
 		}
 		got[c] = v
 	}
-	ms, _ := loadMigrations()
-	if got["metering"] != ms[len(ms)-1].version || got["sessions"] != 3 {
+	ms, _ := sqlschema.Load(migrationFS, "migrations")
+	if got["metering"] != ms[len(ms)-1].Version || got["sessions"] != 3 {
 		t.Fatalf("schema_versions = %v", got)
 	}
 }

@@ -65,6 +65,10 @@ type Totals struct {
 	CostUSD          float64 `json:"cost_usd"`
 	// UnpricedRecords counts model records whose model has no price; their cost is 0.
 	UnpricedRecords int64 `json:"unpriced_records"`
+	// EstimatedRecords counts model records whose tokens the client estimated (its model server
+	// reported none); EstimatedTokens is their input, output and cached tokens.
+	EstimatedRecords int64 `json:"estimated_records"`
+	EstimatedTokens  int64 `json:"estimated_tokens"`
 }
 
 func (t *Totals) add(o Totals) {
@@ -76,15 +80,24 @@ func (t *Totals) add(o Totals) {
 	t.ToolOutputTokens += o.ToolOutputTokens
 	t.CostMicros += o.CostMicros
 	t.UnpricedRecords += o.UnpricedRecords
+	t.EstimatedRecords += o.EstimatedRecords
+	t.EstimatedTokens += o.EstimatedTokens
 	t.CostUSD = float64(t.CostMicros) / 1e6
 }
 
-// ReportRow is one group. Key is the session, task, client, model, user or kind ("" when the
-// records had none), or the day as YYYY-MM-DD.
+// ReportRow is one group. Key is the session, task, client, model, user or kind, or the day as
+// YYYY-MM-DD; records that had none of the dimension (tool output outside any session, model
+// usage reported without a task) are grouped under a key that says so, such as "(no task)",
+// with None set.
 type ReportRow struct {
-	Key string `json:"key"`
+	Key  string `json:"key"`
+	None bool   `json:"none,omitempty"`
 	Totals
 }
+
+// noneKey names the group of records without the dimension: a word in
+// parentheses, which no session id, task id or day can be.
+func noneKey(g GroupBy) string { return "(no " + string(g) + ")" }
 
 // Report is the result of a ReportQuery.
 type Report struct {
@@ -173,7 +186,11 @@ func (m *Meter) Report(ctx context.Context, q ReportQuery) (*Report, error) {
 			}
 			k = dayString(d)
 		}
-		rep.Rows = append(rep.Rows, ReportRow{Key: k, Totals: *t})
+		row := ReportRow{Key: k, Totals: *t}
+		if k == "" {
+			row.Key, row.None = noneKey(q.GroupBy), true
+		}
+		rep.Rows = append(rep.Rows, row)
 		rep.Total.add(*t)
 	}
 	sort.Slice(rep.Rows, func(i, j int) bool { return rep.Rows[i].Key < rep.Rows[j].Key })
@@ -201,7 +218,7 @@ func (m *Meter) sumInto(ctx context.Context, groups map[string]*Totals, unpriced
 	}
 	rows, err := m.db.QueryContext(ctx, `SELECT `+col+`, `+count+`, SUM(input_tokens),
 		SUM(output_tokens), SUM(cached_tokens), SUM(tool_bytes), SUM(tool_tokens),
-		SUM(cost_micros), SUM(unpriced) FROM `+table+` WHERE `+where+` GROUP BY `+col, args...)
+		SUM(cost_micros), SUM(unpriced), SUM(estimated), SUM(estimated_tokens) FROM `+table+` WHERE `+where+` GROUP BY `+col, args...)
 	if err != nil {
 		return fmt.Errorf("query %s: %w", table, err)
 	}
@@ -210,7 +227,8 @@ func (m *Meter) sumInto(ctx context.Context, groups map[string]*Totals, unpriced
 		var key string
 		var t Totals
 		if err := rows.Scan(&key, &t.Records, &t.InputTokens, &t.OutputTokens, &t.CachedTokens,
-			&t.ToolOutputBytes, &t.ToolOutputTokens, &t.CostMicros, &t.UnpricedRecords); err != nil {
+			&t.ToolOutputBytes, &t.ToolOutputTokens, &t.CostMicros, &t.UnpricedRecords, &t.EstimatedRecords,
+			&t.EstimatedTokens); err != nil {
 			return fmt.Errorf("scan %s: %w", table, err)
 		}
 		g := groups[key]

@@ -131,7 +131,7 @@ func TestReportGroupsAndScopes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 2 || rep.Rows[0].Key != "" || rep.Rows[1].Key != "T-1" {
+	if len(rep.Rows) != 2 || rep.Rows[0].Key != "(no task)" || !rep.Rows[0].None || rep.Rows[1].Key != "T-1" || rep.Rows[1].None {
 		t.Fatalf("task rows = %+v", rep.Rows)
 	}
 	rep, err = m.Report(ctx, ReportQuery{AllUsers: true, GroupBy: GroupUser})

@@ -28,7 +28,8 @@ type cgroup struct {
 	// home maps each v1 directory to the one the server thread came from,
 	// so the thread can return after starting the jail.
 	home map[string]string
-	fd   int // v2: open directory for CLONE_INTO_CGROUP
+	fd   int      // v2: open directory for CLONE_INTO_CGROUP
+	oom  oomCount // metrics.go
 }
 
 var (
@@ -64,6 +65,18 @@ func sweepStale(own map[string]string) {
 			stale.remove()
 		}
 	}
+}
+
+// SweepStaleCgroups removes, once per process, the cgroups left by warren
+// servers that were killed (kill -9, a crash): a server calls it when it
+// starts, so that a dead server's limits and leftovers do not wait for
+// this one's first jail. Hosts without cgroups have nothing to sweep.
+func SweepStaleCgroups() {
+	own, err := ownCgroups()
+	if err != nil || CgroupMode() == "" {
+		return
+	}
+	sweepOnce.Do(func() { sweepStale(own) })
 }
 
 // CgroupMode says how a host can bound jails: "v2", "v1" or "" for none.

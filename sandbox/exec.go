@@ -35,13 +35,13 @@ func script(command, nonce string) string {
 		"{ printf 'W%s %d\\n%s\\nW%sP\\n' " + n + " \"$__warren_status\" \"$PWD\" " + n + "; export -p; printf 'W%sX\\n' " + n + "; } >&9\n"
 }
 
-// Exec runs command in the shell and returns its result. It waits for the
+// exec runs command in the shell and returns its result (see Exec). It waits for the
 // shell's turn (or fails with ErrBusy under NoWait), starts the jail if
 // needed, and returns an error only when the command could not be run. A
 // timeout or a cancelled ctx kills the command, not the shell; a command
 // that kills the shell gets its result and a fresh shell with the saved
 // state.
-func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Result, error) {
+func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Result, error) {
 	if err := validateCommand(command); err != nil {
 		return Result{}, err
 	}
@@ -52,7 +52,7 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 	s.mu.Lock()
 	died := s.jail != nil && !s.jail.alive() // e.g. a background job killed it
 	s.mu.Unlock()
-	j, err := s.ensureJail()
+	j, err := s.startTraced(ctx)
 	if err != nil {
 		return Result{}, err
 	}

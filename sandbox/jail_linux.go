@@ -130,13 +130,23 @@ func startJail(spec jailSpec) (*jail, error) {
 		fds.Seccomp = 5
 		extra = append(extra, secR)
 	}
+	eg, egErr := openEgress(spec.profile.Egress, 3+len(extra), &fds)
+	if egErr != nil {
+		closeAll()
+		return nil, egErr
+	}
+	extra = append(extra, eg.child...)
 	cmd := exec.Command(spec.bwrap, BwrapArgs(spec.profile, fds, "/bin/sh")...)
 	// bwrap's own init keeps bwrap's environment, visible in the jail as
 	// /proc/1/environ: give it none of the server's.
 	cmd.Env = []string{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.ExtraFiles = extra
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: spec.cred}
+	// Setpgid: a process group of its own, so that a terminal's Ctrl-C
+	// (SIGINT to the whole foreground group, in `warren shell`) reaches
+	// warren, which interrupts only the running command, and never bwrap,
+	// whose death would restart the shell and kill its background jobs.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: spec.cred, Setpgid: true}
 	if spec.cg != nil && spec.cg.v2 {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = spec.cg.fd
@@ -163,7 +173,9 @@ func startJail(spec jailSpec) (*jail, error) {
 		if err != nil {
 			return
 		}
+		jailsLive.Inc()
 		_ = cmd.Wait()
+		jailsLive.Dec()
 		j.exitCode = exitStatus(cmd.ProcessState)
 		if spec.onExit != nil {
 			spec.onExit()
@@ -175,7 +187,15 @@ func startJail(spec jailSpec) (*jail, error) {
 		f.Close()
 	}
 	if err != nil {
+		eg.close()
 		for _, f := range []*os.File{inW, outR, errR, infoR, statR} {
+			f.Close()
+		}
+		return nil, fmt.Errorf("start jail: %w", err)
+	}
+	if err := eg.attach(); err != nil {
+		j.kill()
+		for _, f := range []*os.File{outR, errR, infoR, statR} {
 			f.Close()
 		}
 		return nil, fmt.Errorf("start jail: %w", err)

@@ -23,6 +23,10 @@ type Profile struct {
 	ReadOnlyWorkspace bool
 	// Network shares the host's network namespace. Off by default.
 	Network bool
+	// Egress, when set, lets the jail's HTTP and HTTPS out through warren's
+	// filtering proxy (allowlist mode; see network.go). Exclusive with
+	// Network.
+	Egress *Egress
 	// TmpSize and ShmSize bound the tmpfs mounted at /tmp and /dev/shm.
 	TmpSize, ShmSize int64
 	// Env is the shell's environment on top of the fixed PATH, HOME, LANG,
@@ -143,6 +147,11 @@ func (p Profile) Validate() error {
 	if p.UID < 0 || p.GID < 0 {
 		return fmt.Errorf("profile: jail uid/gid must not be negative")
 	}
+	if p.Egress != nil {
+		if err := p.Egress.validate(p); err != nil {
+			return err
+		}
+	}
 	for k := range p.Env {
 		if !validEnvName(k) {
 			return fmt.Errorf("profile: %q is not a valid environment variable name", k)
@@ -171,6 +180,9 @@ type JailFDs struct {
 	Info int
 	// Seccomp holds the seccomp program bwrap loads before the command.
 	Seccomp int
+	// Forwarder (a read-only descriptor of the forwarder binary) and
+	// ProxyCtl (the jail's end of the proxy socket) serve Profile.Egress.
+	Forwarder, ProxyCtl int
 }
 
 // BwrapArgs builds bubblewrap's argument list (without the program name)
@@ -225,7 +237,7 @@ func BwrapArgs(p Profile, fds JailFDs, command ...string) []string {
 		a = append(a, "--seccomp", strconv.Itoa(fds.Seccomp))
 	}
 	a = append(a, "--")
-	return append(a, command...)
+	return append(a, egressCommand(p, fds, command)...)
 }
 
 func appendTmpfs(a []string, size int64, path string) []string {

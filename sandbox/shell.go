@@ -73,6 +73,9 @@ func NewShell(p Profile, opts Options) (*Shell, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("workspace %s is a file, not a directory", p.Workspace)
 	}
+	if p.Egress != nil {
+		p.Env = withEnv(p.Env, p.Egress.ProxyEnv())
+	}
 	path, err := FindBwrap(opts.Bwrap)
 	if err != nil {
 		return nil, err

@@ -11,22 +11,24 @@
 package sandbox
 
 import (
-	"errors"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
-// Errors returned by Shell. Callers translate them into their own protocol.
+// Errors returned by Shell, coded in warren's vocabulary (package errs).
+// Callers translate them into their own protocol.
 var (
 	// ErrBusy is returned by Exec with ExecOptions.NoWait while another
 	// command is running in the same shell.
-	ErrBusy = errors.New("the shell is busy running another command")
+	ErrBusy = errs.New(errs.Busy, "the shell is busy running another command")
 	// ErrClosed is returned by Exec after Close.
-	ErrClosed = errors.New("the shell is closed")
+	ErrClosed = errs.New(errs.Unavailable, "the shell is closed")
 	// ErrEmptyCommand is returned for a command that is empty or only blanks.
-	ErrEmptyCommand = errors.New("command is empty")
+	ErrEmptyCommand = errs.New(errs.Invalid, "command is empty")
 	// ErrNULInCommand is returned for a command containing a NUL byte, which
 	// no shell can represent.
-	ErrNULInCommand = errors.New("command contains a NUL byte")
+	ErrNULInCommand = errs.New(errs.Invalid, "command contains a NUL byte")
 )
 
 // Stream names an output stream of a command.

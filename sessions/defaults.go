@@ -66,6 +66,9 @@ func (m *Manager) defaultSession(ctx context.Context, user string) (*Session, er
 	}
 	defer release()
 	s = &Session{Meta: Meta{ID: NewID(), Owner: user, Name: "default", Mode: mode}, DefaultKey: key}
+	if s.network, err = m.createNetwork(nil); err != nil {
+		return nil, err
+	}
 	if mode == ModeBind {
 		s.Source, s.Workspace = m.cfg.BindDir, m.cfg.BindDir
 	} else {

@@ -1,13 +1,15 @@
 package sessions
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/warrenhq/warren/sessions/errs"
+	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // ErrInvalidTransition marks a lifecycle action the session's state does
 // not allow (pausing a paused session, writing in an archived one, ...).
-var ErrInvalidTransition = errors.New("invalid session state for this action")
+var ErrInvalidTransition = errs.New(errs.Conflict, "invalid session state for this action")
 
 // StateError says why an action is refused in a session's current state.
 // Its message names the session, its state and what to do instead.
@@ -45,24 +47,31 @@ func (e *StateError) Error() string {
 // Is makes errors.Is(err, ErrInvalidTransition) true for a StateError.
 func (e *StateError) Is(target error) bool { return target == ErrInvalidTransition }
 
+// ErrorCode implements errs.Coder: the session's state refuses the action.
+func (e *StateError) ErrorCode() errs.Code { return errs.Conflict }
+
 // ErrLimit marks a refusal by a configured cap (sessions per user, running
 // shells, disk quota).
-var ErrLimit = errors.New("session limit reached")
+var ErrLimit = errs.New(errs.Limit, "session limit reached")
 
-// LimitError says which cap refused an action and what to do.
-type LimitError struct{ Msg string }
-
-func (e *LimitError) Error() string { return e.Msg }
-
-// Is makes errors.Is(err, ErrLimit) true for a LimitError.
-func (e *LimitError) Is(target error) bool { return target == ErrLimit }
-
-func limitf(format string, a ...any) error { return &LimitError{Msg: fmt.Sprintf(format, a...)} }
+// limitf refuses an action by a cap: the message says which cap and what
+// to do; errors.Is(err, ErrLimit) is true.
+func limitf(format string, a ...any) error {
+	return errs.Wrap(errs.Limit, ErrLimit, fmt.Sprintf(format, a...))
+}
 
 // ErrBusy is returned when a lifecycle action would cut a running command.
-var ErrBusy = errors.New("session is running a command")
+var ErrBusy = errs.New(errs.Busy, "session is running a command")
 
 func busy(id, action string) error {
 	return fmt.Errorf("%w: cannot %s session %s while a command runs in it; wait for it (shell_wait) or stop it (shell_kill), then retry",
 		ErrBusy, action, id)
+}
+
+// invalidf refuses the manager's own input (a name, an action, a network
+// mode). Its message is the problem alone: the "invalid workspace:" of
+// workspace.ErrInvalid would blame the workspace. It still matches
+// workspace.ErrInvalid, as the manager's refusals always have.
+func invalidf(format string, a ...any) error {
+	return errs.Wrap(errs.Invalid, workspace.ErrInvalid, fmt.Sprintf(format, a...))
 }

@@ -28,6 +28,13 @@ type CreateOptions struct {
 	Name string
 	// Progress receives clone progress; may be nil.
 	Progress io.Writer
+	// Network is the session's network policy; nil means the server's
+	// default (see network.go).
+	Network *Network
+	// CopyOf, when set, makes the workspace a copy of the current state of
+	// this session of the same user (see createCopy); Source, Mode and Ref
+	// must then be empty.
+	CopyOf string
 }
 
 func (m *Manager) workspaceDir(id string) string {
@@ -57,17 +64,6 @@ func (m *Manager) opLock(id string) func() {
 	return mu.Unlock
 }
 
-// remoteURL reports whether source names a repository on another machine;
-// anything else (a path, file://) reads the server's own disk.
-func remoteURL(source string) bool {
-	for _, p := range []string{"https://", "http://", "ssh://", "git://"} {
-		if strings.HasPrefix(source, p) {
-			return true
-		}
-	}
-	return strings.HasPrefix(source, "git@") && strings.Contains(source, ":")
-}
-
 // Create makes a session for user: prepares its workspace (clone, bind or
 // empty), records the audit base that session_diff compares against, and
 // stores it. The session is active; its shell starts on the first command.
@@ -75,12 +71,15 @@ func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (
 	if m.cfg.DataDir == "" {
 		return nil, fmt.Errorf("create session: no data directory configured")
 	}
-	if len(opts.Name) > 100 || strings.IndexFunc(opts.Name, unicode.IsControl) >= 0 {
-		return nil, fmt.Errorf("%w: name must be at most 100 printable characters", workspace.ErrInvalid)
+	if opts.CopyOf != "" {
+		return m.createCopy(ctx, user, opts)
 	}
-	if opts.Source != "" && !remoteURL(opts.Source) && !m.cfg.AllowLocalSources {
-		return nil, fmt.Errorf("%w: source %q is a path on the server's host, and this server only accepts remote git "+
-			"URLs (https, ssh, git); its operator can allow local paths with --allow-local-sources", workspace.ErrInvalid, opts.Source)
+	if len(opts.Name) > 100 || strings.IndexFunc(opts.Name, unicode.IsControl) >= 0 {
+		return nil, invalidf("name must be at most 100 printable characters")
+	}
+	network, err := m.createNetwork(opts.Network)
+	if err != nil {
+		return nil, err
 	}
 	release, err := m.reserve(ctx, user)
 	if err != nil {
@@ -90,15 +89,15 @@ func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (
 
 	id := NewID()
 	p, err := workspace.Prepare(ctx, workspace.Spec{Source: opts.Source, Mode: workspace.Mode(opts.Mode), Ref: opts.Ref,
-		Dir: m.workspaceDir(id), Progress: opts.Progress})
+		Dir: m.workspaceDir(id), Policy: m.policy(), Progress: opts.Progress})
 	if err != nil {
 		return nil, err
 	}
 	s := &Session{Meta: Meta{ID: id, Owner: user, Name: opts.Name, Mode: Mode(p.Mode), Source: p.Source,
-		Ref: opts.Ref, BaseCommit: p.Commit}, Workspace: p.Dir}
+		Ref: opts.Ref, BaseCommit: p.Commit}, Workspace: p.Dir, network: network}
 	cleanup := func() {
 		if s.Mode != ModeBind {
-			forceRemove(s.Workspace)
+			forceRemove(m.workspaceDir(id))
 		}
 		forceRemove(m.auditDir(id))
 	}
@@ -141,6 +140,9 @@ func (m *Manager) reserve(ctx context.Context, user string) (func(), error) {
 // setBase records the session's workspace as the base of its diffs.
 func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error {
 	defer m.opLock(s.ID)()
+	if err := m.guard(s); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(m.auditDir(s.ID)), 0o700); err != nil {
 		return fmt.Errorf("create audit directory: %w", err)
 	}
@@ -157,6 +159,9 @@ func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error 
 // snapshot commits the workspace on the session's snapshots ref. Called
 // with the session's op lock held.
 func (m *Manager) snapshot(ctx context.Context, s *Session, reason string) error {
+	if err := m.guard(s); err != nil {
+		return err
+	}
 	a, err := m.openAudit(s.ID)
 	if err != nil {
 		return err
@@ -180,7 +185,7 @@ func (m *Manager) Control(ctx context.Context, user, id, action string) (*Sessio
 	case "delete":
 		return m.Delete(ctx, user, id)
 	}
-	return nil, fmt.Errorf("%w: action %q: use pause, resume, archive or delete", workspace.ErrInvalid, action)
+	return nil, invalidf("action %q: use pause, resume, archive or delete", action)
 }
 
 // transition moves s to `to` if it is in one of from, in the database and
@@ -246,6 +251,9 @@ func (m *Manager) Pause(ctx context.Context, user, id string) (*Session, error) 
 	if st := s.State(); st != StateActive {
 		return nil, &StateError{ID: s.ID, State: st, Action: "pause"}
 	}
+	if err := m.guard(s); err != nil {
+		return nil, err
+	}
 	if err := m.idleShell(ctx, s, "pause"); err != nil {
 		return nil, err
 	}
@@ -278,6 +286,10 @@ func (m *Manager) Archive(ctx context.Context, user, id string) (*Session, error
 	if st := s.State(); st != StateActive && st != StatePaused {
 		unlock()
 		return nil, &StateError{ID: s.ID, State: st, Action: "archive"}
+	}
+	if err := m.guard(s); err != nil {
+		unlock()
+		return nil, err
 	}
 	if err := m.idleShell(ctx, s, "archive"); err != nil {
 		unlock()
@@ -312,8 +324,10 @@ func (m *Manager) Delete(ctx context.Context, user, id string) (*Session, error)
 		m.dropShell(s.ID, true)
 		m.quota.forget(s.ID)
 		var errs []error
-		if s.Mode != ModeBind && s.Workspace != "" {
-			errs = append(errs, forceRemove(s.Workspace))
+		if s.Mode != ModeBind {
+			// What warren made, never the stored path: a row naming
+			// another directory must not have it removed.
+			errs = append(errs, forceRemove(m.workspaceDir(s.ID)))
 		}
 		errs = append(errs, forceRemove(m.auditDir(s.ID)), forceRemove(m.homeDir(s.ID)))
 		if err = errors.Join(errs...); err != nil {
@@ -347,6 +361,9 @@ func (m *Manager) Diff(ctx context.Context, user, id string, maxPatch int) (*Ses
 		return nil, workspace.Diff{}, &StateError{ID: s.ID, State: st, Action: "diff"}
 	}
 	defer m.opLock(s.ID)()
+	if err := m.guard(s); err != nil {
+		return nil, workspace.Diff{}, err
+	}
 	if _, err := os.Stat(filepath.Join(m.auditDir(s.ID), "HEAD")); err != nil {
 		return nil, workspace.Diff{}, fmt.Errorf("session %s has no base snapshot to compare with (it predates diffs, "+
 			"or it was just created and its base is still being recorded): %w", s.ID, workspace.ErrNoBase)

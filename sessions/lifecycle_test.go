@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -328,9 +327,9 @@ func TestParseAndFormatBytes(t *testing.T) {
 	if _, err := ParseBytes("lots"); err == nil {
 		t.Error("ParseBytes(lots) succeeded")
 	}
-	got := []string{FormatBytes(512), FormatBytes(1536), FormatBytes(3 << 30)}
-	sort.Strings(got)
-	if strings.Join(got, ",") != "1.5 KiB,3.0 GiB,512 B" {
-		t.Errorf("FormatBytes: %v", got)
+	for n, want := range map[int64]string{512: "512 B", 1536: "1.5 KiB", 3 << 30: "3.0 GiB"} {
+		if got := FormatBytes(n); got != want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

@@ -9,10 +9,14 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // Config tunes a Manager. Zero caps mean "no cap".
 type Config struct {
+	// NewRunner makes each session's runner (see Runner); nil runs
+	// sessions in local bwrap jails (LocalRunner).
+	NewRunner NewRunner
 	// DataDir holds workspaces/<id> and audit/<id>.git.
 	DataDir string
 	// BindDir, when set, is the directory every user's default session is
@@ -27,6 +31,12 @@ type Config struct {
 	// onto the host's files, and a bound directory's owner is who the jail
 	// runs as when the server is root.
 	AllowLocalSources bool
+	// RemoteCallers says callers reach the server over HTTP with tokens:
+	// they are not the host's operator. Their clones reach https on public
+	// addresses only, never with the server's ssh keys; with
+	// AllowLocalSources on a server running as root, the local directories
+	// they name must not belong to root.
+	RemoteCallers bool
 	// IdleTimeout stops a shell unused for this long (0: never); the next
 	// command restarts it with its saved cwd and exports.
 	IdleTimeout time.Duration
@@ -57,6 +67,8 @@ type Config struct {
 	// OnEnd runs after a session is archived or deleted, e.g. to release
 	// its task claims. Errors are the hook's to log.
 	OnEnd func(ctx context.Context, sessionID string)
+	// Network is the network policy: modes allowed, default, the proxy.
+	Network NetworkConfig
 }
 
 // Manager maps (user, session id) to sessions and their live shells. Shells
@@ -66,6 +78,9 @@ type Manager struct {
 	store *Store
 	cfg   Config
 	now   func() time.Time
+	// dataReal is cfg.DataDir with its links resolved: what sources are
+	// compared with.
+	dataReal string
 
 	// mu protects the maps below. It is never held across database or
 	// disk I/O: every call of every user takes it.
@@ -89,12 +104,16 @@ type Manager struct {
 
 // live is a session's shell object and when it was last handed out.
 type live struct {
-	sh       *sandbox.Shell
+	sh       Runner
 	lastUsed time.Time
 }
 
 // NewManager returns a Manager over store.
 func NewManager(store *Store, cfg Config) (*Manager, error) {
+	dataReal, err := resolveDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
 	if cfg.BindDir != "" {
 		abs, err := filepath.Abs(cfg.BindDir)
 		if err != nil {
@@ -107,7 +126,12 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 		if !fi.IsDir() {
 			return nil, fmt.Errorf("workspace %s is not a directory", cfg.BindDir)
 		}
-		cfg.BindDir = abs
+		// The operator's directory is held to the rules of every bind.
+		real, err := workspace.CheckDir(abs, workspace.Policy{Local: true, DataDir: dataReal})
+		if err != nil {
+			return nil, fmt.Errorf("--workspace: %w", err)
+		}
+		cfg.BindDir = real
 	}
 	if cfg.Profile == nil {
 		cfg.Profile = sandbox.DefaultProfile
@@ -118,7 +142,7 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	if cfg.QuotaPoll <= 0 {
 		cfg.QuotaPoll = defaultQuotaPoll
 	}
-	return &Manager{store: store, cfg: cfg, now: time.Now, live: map[string]*live{},
+	return &Manager{store: store, cfg: cfg, dataReal: dataReal, now: time.Now, live: map[string]*live{},
 		known: map[string]*Session{}, defaults: map[string]string{}, creating: map[string]int{},
 		quota: quotas{m: map[string]*usage{}}, saver: newSaver(store)}, nil
 }
@@ -190,7 +214,7 @@ func (m *Manager) remember(s *Session) *Session {
 // Shell returns the live shell of session s, creating it (without starting
 // a process) with the session's saved state. An archived session's shell
 // binds its workspace read-only, but Open refuses to run it at all.
-func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
+func (m *Manager) Shell(s *Session) (Runner, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if l, ok := m.live[s.ID]; ok {
@@ -204,8 +228,11 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 	if m.cfg.DataDir != "" {
 		p.Home = m.homeDir(s.ID) // caches and dotfiles stay out of the workspace
 	}
+	if err := m.networkProfile(s, &p); err != nil {
+		return nil, err
+	}
 	opts := sandbox.Options{State: &state}
-	var sh *sandbox.Shell
+	var sh Runner
 	if q := m.cfg.QuotaBytes; q > 0 {
 		// No file may outgrow the quota: the kernel stops it there.
 		if s.Mode != ModeBind && (p.Limits.FileSizeBytes <= 0 || p.Limits.FileSizeBytes > q) {
@@ -213,7 +240,11 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 		}
 		opts.AfterCommand = func() string { return m.afterCommand(s, sh) }
 	}
-	sh, err := sandbox.NewShell(p, opts)
+	newRunner := m.cfg.NewRunner
+	if newRunner == nil {
+		newRunner = LocalRunner
+	}
+	sh, err := newRunner(p, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start shell of session %s: %w", s.ID, err)
 	}
@@ -225,13 +256,18 @@ func (m *Manager) Shell(s *Session) (*sandbox.Shell, error) {
 // session must be active, and room is made under the running-shells cap.
 // Over its disk quota the command still runs, but cannot grow the usage
 // (see quota.go): that is what lets rm free space.
-func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox.Shell, error) {
+func (m *Manager) Open(ctx context.Context, user, id string) (*Session, Runner, error) {
+	ctx, span := tracer.Start(ctx, "sessions.open")
+	defer span.End()
 	s, err := m.Get(ctx, user, id)
 	if err != nil {
 		return nil, nil, err
 	}
 	if st := s.State(); st != StateActive {
 		return nil, nil, &StateError{ID: s.ID, State: st, Action: "run"}
+	}
+	if err := m.guard(s); err != nil {
+		return nil, nil, err
 	}
 	sh, err := m.Shell(s)
 	if err != nil {
@@ -254,14 +290,16 @@ func (m *Manager) Open(ctx context.Context, user, id string) (*Session, *sandbox
 // OpenCommand is Open. The command is not looked at: no word in it could
 // be trusted (an exported PATH makes "rm" anything), so every command gets
 // the same rules.
-func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*Session, *sandbox.Shell, error) {
+func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*Session, Runner, error) {
 	return m.Open(ctx, user, id)
 }
 
 // OpenFiles returns user's session and its shell object (to learn the
 // jail's uid; no process starts) for the file tools. Reads work in every
 // state but deleted; writes need an active session within its quota.
-func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, *sandbox.Shell, error) {
+func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, Runner, error) {
+	ctx, span := tracer.Start(ctx, "sessions.open")
+	defer span.End()
 	s, err := m.Get(ctx, user, id)
 	if err != nil {
 		return nil, nil, err
@@ -277,6 +315,9 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 			return nil, nil, err
 		}
 	}
+	if err := m.guard(s); err != nil {
+		return nil, nil, err
+	}
 	sh, err := m.Shell(s)
 	if err != nil {
 		return nil, nil, err
@@ -290,17 +331,19 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 // the state is written later, retried until the database takes it.
 // Unchanged state is not written again: most commands change neither, and
 // a write per command would cost more than the command.
-func (m *Manager) SaveState(ctx context.Context, s *Session, sh *sandbox.Shell) error {
+func (m *Manager) SaveState(ctx context.Context, s *Session, sh Runner) error {
+	ctx, span := tracer.Start(ctx, "sessions.save_state")
+	defer span.End()
 	m.queueState(s, sh)
 	return m.saver.wait(ctx, s.ID)
 }
 
 // QueueState hands the shell's state to the saver when it changed, and
 // returns at once: for a command whose result nobody waits for.
-func (m *Manager) QueueState(s *Session, sh *sandbox.Shell) { m.queueState(s, sh) }
+func (m *Manager) QueueState(s *Session, sh Runner) { m.queueState(s, sh) }
 
 // queueState hands the shell's state to the saver when it changed.
-func (m *Manager) queueState(s *Session, sh *sandbox.Shell) {
+func (m *Manager) queueState(s *Session, sh Runner) {
 	m.mu.Lock()
 	if l := m.live[s.ID]; l != nil {
 		l.lastUsed = m.now() // a long command ends now: idle from here
@@ -377,6 +420,9 @@ func (m *Manager) dropShell(id string, forget bool) {
 	}
 	if forget {
 		l.sh.Close()
+		if st := m.sessionState(id); st == StateArchived || st == StateDeleted {
+			m.forgetNetwork(id)
+		}
 	} else {
 		l.sh.Stop()
 	}
@@ -405,6 +451,17 @@ func (m *Manager) Close(ctx context.Context) error {
 		l.sh.Close()
 	}
 	return m.saver.close(ctx)
+}
+
+// sessionState returns the cached state of session id ("" if unknown).
+func (m *Manager) sessionState(id string) State {
+	m.mu.Lock()
+	s := m.known[id]
+	m.mu.Unlock()
+	if s == nil {
+		return ""
+	}
+	return s.State()
 }
 
 // SetOnEnd sets Config.OnEnd after construction: serve builds the task

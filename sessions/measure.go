@@ -60,18 +60,23 @@ func (m *Manager) walkLocked(s *Session, u *usage) {
 			errs = append(errs, err)
 		}
 	}
-	u.walked, u.fsAt, u.err = n, fsBefore, errors.Join(errs...)
+	u.walked, u.fsAt, u.err, u.written = n, fsBefore, errors.Join(errs...), 0
 	u.bytes, u.at, u.walk = n, m.now(), time.Since(start)
 }
 
 // estimateLocked sets u.bytes to the walked usage plus the file system's
-// growth since the walk, walking first when there was none yet.
+// growth since the walk, walking first when there was none yet. What the
+// file tools let through since the walk is added too: other processes
+// freeing space on a busy file system would otherwise hide it, and a
+// second write could pass a quota the first one already filled. Counting
+// a write twice only overestimates, and a walk settles any estimate near
+// the limit.
 func (m *Manager) estimateLocked(s *Session, u *usage) {
 	if u.at.IsZero() {
 		m.walkLocked(s, u)
 		return
 	}
-	u.bytes = u.walked + max(0, m.fsUsed(s)-u.fsAt)
+	u.bytes = u.walked + max(u.written, m.fsUsed(s)-u.fsAt)
 }
 
 // measureLocked estimates s's usage and walks when the estimate is past

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/warrenhq/warren/sandbox"
 )
 
 // The disk quota bounds what a session's workspace and home use together
@@ -57,7 +55,18 @@ type usage struct {
 	// starts.
 	watching bool
 	opened   time.Time
+	// near: the session was told it uses most of its quota; cleared when
+	// usage falls back, so the next approach is told again. notice is what
+	// a client should be told and has not been yet (TakeQuotaNotice).
+	near   bool
+	notice string
+	// written is what CheckWrite let the file tools add since the last
+	// walk (see estimateLocked).
+	written int64
 }
+
+// nearQuota is the share of the quota past which a session is warned.
+const nearQuota = 0.9
 
 func (q *quotas) get(id string) *usage {
 	q.mu.Lock()
@@ -121,13 +130,14 @@ func (m *Manager) CheckWrite(s *Session, grow int64, what string) error {
 			"delete files first (e.g. shell_exec 'rm -rf build'), or write less",
 			what, s.ID, FormatBytes(grow), FormatBytes(n), FormatBytes(q))
 	}
+	u.written += grow
 	return nil
 }
 
 // startCommand sets the quota up for a command about to run in s: the
 // limit the watcher enforces, the file-size cap the kernel enforces, and
 // a running watcher.
-func (m *Manager) startCommand(s *Session, sh *sandbox.Shell) error {
+func (m *Manager) startCommand(s *Session, sh Runner) error {
 	q := m.cfg.QuotaBytes
 	if q <= 0 {
 		return nil
@@ -172,7 +182,7 @@ func (m *Manager) startCommand(s *Session, sh *sandbox.Shell) error {
 // Options.AfterCommand): it measures the usage and returns what the
 // command's result must say about the quota. A command that crossed the
 // limit has its background jobs stopped too.
-func (m *Manager) afterCommand(s *Session, sh *sandbox.Shell) string {
+func (m *Manager) afterCommand(s *Session, sh Runner) string {
 	q := m.cfg.QuotaBytes
 	u := m.quota.get(s.ID)
 	u.mu.Lock()
@@ -190,11 +200,21 @@ func (m *Manager) afterCommand(s *Session, sh *sandbox.Shell) string {
 	}
 	if crossed(u) {
 		note := "warren: this command took session " + s.ID + " over its disk quota: " + m.usageText(s, u)
+		u.notice, u.near = note, true
 		if bg {
 			sh.StopAll("")
 			note += " Its background jobs were stopped (the shell restarts with the same cwd and exports)."
 		}
 		return note + " " + overAdvice
+	}
+	switch {
+	case !u.restricted && n <= q && float64(n) >= nearQuota*float64(q) && !u.near:
+		u.near = true
+		u.notice = fmt.Sprintf("warren: session %s uses %s of its %s disk quota (%d%%): delete what it no longer needs "+
+			"before commands are stopped at the quota.", s.ID, FormatBytes(n), FormatBytes(q), n*100/q)
+		return u.notice
+	case float64(n) < nearQuota*float64(q):
+		u.near = false
 	}
 	switch {
 	case u.restricted && n > q:
@@ -282,6 +302,22 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q: want a number with an optional unit, e.g. 500M or 10G", s)
 	}
 	return int64(f * float64(mult)), nil
+}
+
+// TakeQuotaNotice returns, once, what a client working in session id
+// should be told about its disk quota (nearly full, crossed), or "".
+func (m *Manager) TakeQuotaNotice(id string) string {
+	m.quota.mu.Lock()
+	u := m.quota.m[id]
+	m.quota.mu.Unlock()
+	if u == nil {
+		return ""
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := u.notice
+	u.notice = ""
+	return n
 }
 
 // DiskUse returns what s's workspace and home used at the last walk,

@@ -11,6 +11,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // Shell states are written by one goroutine, the saver, which retries until
@@ -33,7 +34,7 @@ const (
 
 // ErrStateNotSaved marks a shell state that the server keeps and will
 // retry, but that is not in the database yet: a kill -9 now would lose it.
-var ErrStateNotSaved = errors.New("shell state not saved yet")
+var ErrStateNotSaved = errs.New(errs.Unavailable, "shell state not saved yet")
 
 // NotSavedError says why a session's cwd and exports are not saved yet.
 type NotSavedError struct {
@@ -61,6 +62,10 @@ func (e *NotSavedError) Reason() string {
 
 // Is makes errors.Is(err, ErrStateNotSaved) true.
 func (e *NotSavedError) Is(target error) bool { return target == ErrStateNotSaved }
+
+// ErrorCode implements errs.Coder: the state is kept and retried, but the
+// database cannot take it now.
+func (e *NotSavedError) ErrorCode() errs.Code { return errs.Unavailable }
 
 // Unwrap returns the cause.
 func (e *NotSavedError) Unwrap() error { return e.Cause }

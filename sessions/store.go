@@ -18,11 +18,12 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // ErrNotFound is returned for a session that does not exist or belongs to
 // another user: the two are indistinguishable so that ids do not leak.
-var ErrNotFound = errors.New("session not found")
+var ErrNotFound = errs.New(errs.NotFound, "session not found")
 
 // Mode says how a session's workspace was made.
 type Mode string
@@ -80,6 +81,7 @@ type Session struct {
 	UpdatedAt time.Time
 	EndedAt   time.Time
 	checked   time.Time // when state was last re-read from the database
+	network   Network   // the network policy; see network.go
 }
 
 // State returns the session's lifecycle state.
@@ -105,6 +107,7 @@ type Info struct {
 	Cwd       string
 	UpdatedAt time.Time
 	EndedAt   time.Time
+	Network   Network
 }
 
 // Info returns a copy of s's metadata.
@@ -115,7 +118,11 @@ func (s *Session) Info() Info {
 	if cwd == "" {
 		cwd = sandbox.MountPoint
 	}
-	return Info{Meta: s.Meta, State: s.state, Cwd: cwd, UpdatedAt: s.UpdatedAt, EndedAt: s.EndedAt}
+	net := s.network
+	if net.Mode == "" {
+		net.Mode = NetNone
+	}
+	return Info{Meta: s.Meta, State: s.state, Cwd: cwd, UpdatedAt: s.UpdatedAt, EndedAt: s.EndedAt, Network: net}
 }
 
 // Store reads and writes sessions in SQLite.
@@ -141,10 +148,12 @@ func NewID() string {
 }
 
 const columns = `id, owner, name, mode, source, ref, base_commit, workspace, state, COALESCE(default_key, ''),
-	shell_state, created_at, updated_at, ended_at`
+	shell_state, created_at, updated_at, ended_at, network`
 
 // Create inserts s, filling its timestamps and state.
 func (st *Store) Create(ctx context.Context, s *Session) error {
+	ctx, span := tracer.Start(ctx, "sessions.db_create")
+	defer span.End()
 	now := st.Now().UTC()
 	s.CreatedAt, s.UpdatedAt = now, now
 	if s.state == "" {
@@ -159,10 +168,10 @@ func (st *Store) Create(ctx context.Context, s *Session) error {
 		key = s.DefaultKey
 	}
 	_, err = st.db.ExecContext(ctx, `INSERT INTO sessions (id, owner, name, mode, source, ref, base_commit, workspace,
-		state, default_key, shell_state, created_at, updated_at, last_used_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		state, default_key, shell_state, created_at, updated_at, last_used_at, network)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.Owner, s.Name, string(s.Mode), s.Source, s.Ref, s.BaseCommit, s.Workspace, string(s.state), key,
-		string(shell), now.UnixMilli(), now.UnixMilli(), now.UnixMilli())
+		string(shell), now.UnixMilli(), now.UnixMilli(), now.UnixMilli(), encodeNetwork(s.network))
 	if err != nil {
 		return fmt.Errorf("insert session: %w", err)
 	}
@@ -238,6 +247,8 @@ func saveShell(ctx context.Context, ex execer, at time.Time, id string, state sa
 // both win. It reports whether the row changed. Archived and deleted
 // sessions lose their default_key: the user's next default is a new one.
 func (st *Store) Transition(ctx context.Context, id string, from []State, to State) (bool, time.Time, error) {
+	ctx, span := tracer.Start(ctx, "sessions.db_transition")
+	defer span.End()
 	now := st.Now().UTC()
 	q := `UPDATE sessions SET state = ?, updated_at = ?`
 	args := []any{string(to), now.UnixMilli()}
@@ -295,11 +306,15 @@ func (st *Store) one(ctx context.Context, query string, args ...any) (*Session, 
 
 func scan(rows *sql.Rows) (*Session, error) {
 	var s Session
-	var mode, state, shell string
+	var mode, state, shell, network string
 	var created, updated, ended int64
 	if err := rows.Scan(&s.ID, &s.Owner, &s.Name, &mode, &s.Source, &s.Ref, &s.BaseCommit, &s.Workspace, &state,
-		&s.DefaultKey, &shell, &created, &updated, &ended); err != nil {
+		&s.DefaultKey, &shell, &created, &updated, &ended, &network); err != nil {
 		return nil, fmt.Errorf("scan session: %w", err)
+	}
+	var err error
+	if s.network, err = decodeNetwork(network); err != nil {
+		return nil, fmt.Errorf("decode network policy of %s: %w", s.ID, err)
 	}
 	s.Mode, s.state = Mode(mode), State(state)
 	if err := json.Unmarshal([]byte(shell), &s.Shell); err != nil {

@@ -2,8 +2,6 @@ package sessions
 
 import (
 	"time"
-
-	"github.com/warrenhq/warren/sandbox"
 )
 
 // Defaults of the quota watcher.
@@ -30,7 +28,7 @@ const (
 // background jobs after it) and stops every one of them when the usage
 // crosses its limit. It exits when nothing has run for watchLinger, or
 // when the session's shell is closed or replaced.
-func (m *Manager) watch(s *Session, sh *sandbox.Shell, u *usage) {
+func (m *Manager) watch(s *Session, sh Runner, u *usage) {
 	var idle time.Time
 	for {
 		time.Sleep(m.cfg.QuotaPoll)
@@ -70,7 +68,7 @@ func (m *Manager) stopWatching(u *usage, idleSince ...time.Time) bool {
 // enforce estimates s's usage and, when the estimate is past the limit
 // (or a periodic check is due), walks; past the limit by the walk, it stops
 // every process in the jail with a note for the result that reports it.
-func (m *Manager) enforce(s *Session, sh *sandbox.Shell, u *usage) {
+func (m *Manager) enforce(s *Session, sh Runner, u *usage) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	m.estimateLocked(s, u)
@@ -85,7 +83,7 @@ func (m *Manager) enforce(s *Session, sh *sandbox.Shell, u *usage) {
 
 // stopLocked stops every process in s's jail, leaving a note for the
 // result that reports it. Called with u.mu held.
-func (m *Manager) stopLocked(s *Session, sh *sandbox.Shell, u *usage) {
+func (m *Manager) stopLocked(s *Session, sh Runner, u *usage) {
 	note := "warren: stopped every process of session " + s.ID + " (the running command and background jobs): " +
 		m.usageText(s, u) + " The shell restarts with the same cwd and exports. " + overAdvice
 	if sh.StopAll(note) {

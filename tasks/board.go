@@ -4,15 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 // component is this package's key in the schema_versions table shared by
@@ -134,70 +131,9 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Board, error) {
 // Path returns the absolute path of the board's TASKS.md.
 func (b *Board) Path() string { return b.path }
 
-// Migrate applies the embedded migrations newer than the version recorded
-// for "tasks" in schema_versions, each in its own transaction. Open calls
-// it; it is exported for tools that only need the schema.
+// Migrate applies the embedded migrations the database does not have yet
+// (see package sqlschema). Open calls it; it is exported for tools that
+// only need the schema.
 func Migrate(ctx context.Context, db *sql.DB) error {
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_versions (
-		component TEXT PRIMARY KEY,
-		version INTEGER NOT NULL
-	)`); err != nil {
-		return fmt.Errorf("create schema_versions: %w", err)
-	}
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		return fmt.Errorf("read migrations: %w", err)
-	}
-	versions := map[int]string{}
-	var order []int
-	for _, e := range entries {
-		prefix, _, _ := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(prefix)
-		if err != nil {
-			return fmt.Errorf("parse migration name %q: %w", e.Name(), err)
-		}
-		versions[v] = e.Name()
-		order = append(order, v)
-	}
-	sort.Ints(order)
-	for _, v := range order {
-		if err := migrateTo(ctx, db, v, versions[v]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// migrateTo applies one migration unless it is already recorded; the
-// version is read inside the transaction so that two processes opening one
-// database cannot both apply it.
-func migrateTo(ctx context.Context, db *sql.DB, version int, name string) error {
-	body, err := migrationFS.ReadFile("migrations/" + name)
-	if err != nil {
-		return fmt.Errorf("read migration %s: %w", name, err)
-	}
-	tx, err := db.BeginTx(ctx, writeTx)
-	if err != nil {
-		return fmt.Errorf("begin migration %s: %w", name, err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after commit
-	var current int
-	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_versions WHERE component = ?`, component).Scan(&current)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if current >= version {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-		return fmt.Errorf("apply migration %s: %w", name, err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_versions (component, version) VALUES (?, ?)
-		ON CONFLICT (component) DO UPDATE SET version = excluded.version`, component, version); err != nil {
-		return fmt.Errorf("record schema version %d: %w", version, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit migration %s: %w", name, err)
-	}
-	return nil
+	return sqlschema.Migrate(ctx, db, component, migrationFS, "migrations")
 }

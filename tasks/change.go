@@ -33,6 +33,8 @@ var errInConflict = errors.New("task in conflict")
 
 // change applies fn to task n.
 func (b *Board) change(ctx context.Context, n int, fn func(ctx context.Context, e *edit) error) (Task, error) {
+	ctx, span := tracer.Start(ctx, "tasks.change") // the database write and TASKS.md
+	defer span.End()
 	warn, err := b.prepare(ctx)
 	if err != nil {
 		return Task{}, err

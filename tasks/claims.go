@@ -34,14 +34,18 @@ RETURNING claimed_at`
 // holder.User and moves an open task to in_progress; a done task cannot
 // be claimed.
 func (b *Board) Claim(ctx context.Context, id string, holder Holder, lease time.Duration) (Task, error) {
-	return b.claim(ctx, id, holder, lease, false)
+	t, err := b.claim(ctx, id, holder, lease, false)
+	countClaim(err) // metrics.go
+	return t, err
 }
 
 // Renew extends holder's claim on the task. It fails with CodeClaimed when
 // the holder no longer has it (someone else took it after it expired, or
 // it was released).
 func (b *Board) Renew(ctx context.Context, id string, holder Holder, lease time.Duration) (Task, error) {
-	return b.claim(ctx, id, holder, lease, true)
+	t, err := b.claim(ctx, id, holder, lease, true)
+	countClaim(err)
+	return t, err
 }
 
 func (b *Board) claim(ctx context.Context, id string, holder Holder, lease time.Duration, renew bool) (Task, error) {

@@ -1,22 +1,23 @@
 package tasks
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
-// Code classifies errors so that the MCP tools and the CLI can turn them
-// into clear messages without matching strings.
-type Code string
+// Code is warren's error code (package errs), so that the MCP tools and
+// the CLI turn board errors into clear messages without matching strings.
+type Code = errs.Code
 
-// The error codes.
+// The board's error codes, in warren's vocabulary.
 const (
-	CodeNotFound Code = "not_found" // unknown task id
-	CodeInvalid  Code = "invalid"   // bad input: empty title, bad status, bad id, bad file
-	CodeConflict Code = "conflict"  // the same task changed in the file and on the board
-	CodeClaimed  Code = "claimed"   // another holder has the task, or the caller has no claim
+	CodeNotFound = errs.NotFound // unknown task id
+	CodeInvalid  = errs.Invalid  // bad input: empty title, bad status, bad id, bad file
+	CodeConflict = errs.Conflict // the same task changed in the file and on the board
+	CodeClaimed  = errs.Busy     // another holder has the task, or the caller has no claim
 )
 
 // Error is the board's error type. Message is written for people and says
@@ -38,6 +39,9 @@ func (e *Error) Error() string {
 
 // Unwrap returns the underlying cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// ErrorCode implements errs.Coder.
+func (e *Error) ErrorCode() Code { return e.Code }
 
 // Is makes errors.Is(err, ErrNotFound) and friends match by code.
 func (e *Error) Is(target error) bool {
@@ -69,6 +73,9 @@ func (e *ClaimedError) Error() string {
 // Is matches ErrClaimed.
 func (e *ClaimedError) Is(target error) bool { return target == ErrClaimed }
 
+// ErrorCode implements errs.Coder.
+func (e *ClaimedError) ErrorCode() Code { return CodeClaimed }
+
 // ConflictError lists the tasks changed both in the file and on the board
 // since the last sync. Nothing of them was overwritten.
 type ConflictError struct {
@@ -89,19 +96,14 @@ func (e *ConflictError) Error() string {
 // Is matches ErrConflict.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// ErrorCode returns the code of a board error, or "" for other errors
-// (which are internal: I/O, database).
+// ErrorCode implements errs.Coder.
+func (e *ConflictError) ErrorCode() Code { return CodeConflict }
+
+// ErrorCode returns the code of a coded error (package errs), such as the
+// board's, or "" for others (which are internal: I/O, database).
 func ErrorCode(err error) Code {
-	var e *Error
-	var c *ClaimedError
-	var k *ConflictError
-	switch {
-	case errors.As(err, &c):
-		return CodeClaimed
-	case errors.As(err, &k):
-		return CodeConflict
-	case errors.As(err, &e):
-		return e.Code
+	if c := errs.CodeOf(err); c != errs.Internal {
+		return c
 	}
 	return ""
 }

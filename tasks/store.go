@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -306,7 +307,7 @@ func liveClaim(ctx context.Context, q querier, id int64, num int, now time.Time)
 	err := q.QueryRowContext(ctx, `SELECT holder_user, holder_session, claimed_at, expires_at
 		FROM task_claims WHERE board_id = ? AND num = ? AND expires_at > ?`, id, num, ms(now)).
 		Scan(&c.Holder.User, &c.Holder.Session, &at, &until)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {

@@ -132,7 +132,12 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check) (*
 	var writeErr error
 	sig := cur.sig
 	st.inFile = bytes.Equal(out, cur.raw) && cur.exists
-	if !st.inFile || (!cur.exists && len(st.db) > 0) {
+	if !cur.exists && len(st.db) == 0 {
+		// An empty board and no file agree: creating docs/TASKS.md in a
+		// workspace that never used the board would only litter it.
+		st.inFile = true
+	}
+	if !st.inFile {
 		writeErr = st.verify(out)
 		if writeErr == nil && dir == nil {
 			dir, writeErr = b.loc.openDir(true)

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/warrenhq/warren/mcp"
+	"github.com/warrenhq/warren/mcp/tokens"
 )
 
 // site is a server with the console mounted, as 'warren serve http' runs it.
@@ -22,7 +23,7 @@ type site struct {
 	t       *testing.T
 	url     string
 	console *Console
-	tokens  *mcp.TokenStore
+	tokens  *tokens.Store
 	logs    *bytes.Buffer
 }
 
@@ -33,13 +34,13 @@ func newSite(t *testing.T) *site {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tokens, err := mcp.NewTokenStore(context.Background(), db)
+	store, err := tokens.Open(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &bytes.Buffer{}
 	log := zerolog.New(logs)
-	console, err := New(Options{Tokens: tokens, Log: log})
+	console, err := New(Options{Tokens: store, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +48,9 @@ func newSite(t *testing.T) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.HTTPHandler(mcp.HTTPOptions{Tokens: tokens, Console: console}))
+	ts := httptest.NewServer(srv.HTTPHandler(mcp.HTTPOptions{Tokens: store, Console: console}))
 	t.Cleanup(ts.Close)
-	return &site{t: t, url: ts.URL, console: console, tokens: tokens, logs: logs}
+	return &site{t: t, url: ts.URL, console: console, tokens: store, logs: logs}
 }
 
 // post sends body to path with the given Origin, cookie and bearer token

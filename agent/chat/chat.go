@@ -11,6 +11,7 @@ import (
 	"github.com/warrenhq/warren/agent"
 	"github.com/warrenhq/warren/agent/provider"
 	"github.com/warrenhq/warren/agent/transcript"
+	"github.com/warrenhq/warren/metering"
 )
 
 // Options select the chat and how to run it.
@@ -24,6 +25,10 @@ type Options struct {
 	// Fork starts a new chat with a copy of this one's messages (in the
 	// session Agent.Session).
 	Fork string
+	// LogTranscripts is metering's log_transcripts: the event log of each
+	// run keeps prompt, answer, tool arguments and results (redacted) only
+	// when it is on. The messages that --resume replays are kept either way.
+	LogTranscripts bool
 }
 
 // Session is an open chat.
@@ -31,6 +36,7 @@ type Session struct {
 	Chat  *transcript.Chat
 	Agent *agent.Agent
 	store *transcript.Store
+	log   bool // LogTranscripts
 }
 
 // Open loads or creates the chat and prepares its agent.
@@ -75,14 +81,14 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 			return nil, err
 		}
 	}
-	return &Session{Chat: c, Agent: a, store: o.Store}, nil
+	return &Session{Chat: c, Agent: a, store: o.Store, log: o.LogTranscripts}, nil
 }
 
 // Run runs one prompt, passes events to emit and saves the chat. Text
 // deltas are saved merged, one event per run of text.
 func (s *Session) Run(ctx context.Context, prompt string, emit func(agent.Event)) (agent.DoneInfo, error) {
 	if s.Chat.Title == "" {
-		s.Chat.Title = title(prompt)
+		s.Chat.Title = metering.Redact(title(prompt))
 	}
 	var events []agent.Event
 	d := s.Agent.Run(ctx, prompt, func(e agent.Event) {
@@ -95,11 +101,56 @@ func (s *Session) Run(ctx context.Context, prompt string, emit func(agent.Event)
 		}
 		events = append(events, e)
 	})
+	events = s.private(events)
 	s.Chat.Totals = s.Agent.Totals
 	s.Chat.Ended = d.Reason
 	// Save even when the caller cancelled: the transcript must survive.
 	err := s.store.Save(context.WithoutCancel(ctx), s.Chat, s.Agent.Messages, events)
 	return d, err
+}
+
+// private applies the log_transcripts setting to a run's events before
+// they are stored. Off, text and progress events are dropped and the
+// others keep their shape (tool names, sizes, usage, how the run ended)
+// without their text; warren's own warnings and errors are kept. On,
+// every text is passed through metering.Redact (merged text events are
+// redacted whole, so a secret split over deltas is still found).
+func (s *Session) private(events []agent.Event) []agent.Event {
+	out := events[:0]
+	for _, e := range events {
+		text := func(v string) string {
+			if s.log {
+				return metering.Redact(v)
+			}
+			return ""
+		}
+		switch e.Type {
+		case agent.EventText, agent.EventProgress:
+			if !s.log {
+				continue
+			}
+			e.Text = metering.Redact(e.Text)
+		case agent.EventWarning, agent.EventError:
+			e.Text = metering.Redact(e.Text)
+		}
+		if e.Call != nil {
+			c := *e.Call
+			c.Arguments = text(c.Arguments)
+			e.Call = &c
+		}
+		if e.Result != nil {
+			r := *e.Result
+			r.Text = text(r.Text)
+			e.Result = &r
+		}
+		if e.Done != nil {
+			d := *e.Done
+			d.Answer, d.Error = text(d.Answer), metering.Redact(d.Error)
+			e.Done = &d
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 func title(prompt string) string {

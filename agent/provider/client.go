@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,13 +10,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 )
 
-// Client calls one OpenAI-compatible endpoint with one profile.
-//
-// It is written on net/http rather than github.com/openai/openai-go/v3
-// because the module could not be fetched when it was written; the wire
-// types live in wire.go only, so that swapping the transport is local.
+// Client calls one OpenAI-compatible endpoint with one profile, through
+// github.com/openai/openai-go/v3 (see openai.go for what warren adds). It
+// is not safe for concurrent use: Chat updates the profile when it learns
+// that the endpoint drops streamed tool calls.
 type Client struct {
 	// BaseURL is the API root, e.g. https://api.openai.com/v1 or
 	// http://127.0.0.1:11434/v1.
@@ -26,8 +27,8 @@ type Client struct {
 	APIKey string
 	// Profile drives the fallbacks.
 	Profile Profile
-	// HTTP is the HTTP client; nil means one without a global timeout
-	// (streams can be long; the context bounds them).
+	// HTTP is the HTTP client; nil means openai-go's (no global timeout:
+	// streams can be long; the context bounds them).
 	HTTP *http.Client
 	// Retries is how often a 429 or 5xx is retried; 0 means 4.
 	Retries int
@@ -38,6 +39,13 @@ type Client struct {
 	MaxRetryAfter time.Duration
 	// Sleep waits; tests make it instant. nil means a context-aware sleep.
 	Sleep func(ctx context.Context, d time.Duration) error
+
+	api    *openai.Client
+	apiFor string // the BaseURL and key api was made for
+	// tools are the converted toolsFor (the same slice, not a copy: the
+	// agent's offered tools do not change in place).
+	toolsFor []Tool
+	tools    []openai.ChatCompletionToolUnionParam
 }
 
 // Chat sends req and returns the model's message. Text deltas go to
@@ -57,11 +65,23 @@ func (c *Client) Chat(ctx context.Context, req Request, onText func(string)) (Re
 	return resp, err
 }
 
-func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText func(string)) (Response, error) {
-	body, err := json.Marshal(c.wireRequest(req, stream))
-	if err != nil {
-		return Response{}, fmt.Errorf("encode request: %w", err)
+// client returns the openai-go client, made once per endpoint and key.
+func (c *Client) client() *openai.Client {
+	key := c.BaseURL + "\x00" + c.APIKey
+	if c.api == nil || c.apiFor != key {
+		opts := []option.RequestOption{option.WithBaseURL(c.BaseURL), option.WithAPIKey(c.APIKey),
+			option.WithMaxRetries(0)} // retries are warren's: see chatOnce
+		if c.HTTP != nil {
+			opts = append(opts, option.WithHTTPClient(c.HTTP))
+		}
+		api := openai.NewClient(opts...)
+		c.api, c.apiFor = &api, key
 	}
+	return c.api
+}
+
+func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText func(string)) (Response, error) {
+	params := c.params(req, stream)
 	retries := c.Retries
 	if retries == 0 {
 		retries = 4
@@ -71,42 +91,47 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 		backoff = 500 * time.Millisecond
 	}
 	for attempt := 0; ; attempt++ {
-		httpResp, err := c.post(ctx, body)
-		if err != nil {
-			return Response{}, err
-		}
-		if httpResp.StatusCode == http.StatusOK {
-			defer httpResp.Body.Close()
-			var resp Response
-			if stream && strings.HasPrefix(httpResp.Header.Get("Content-Type"), "text/event-stream") {
-				resp, err = readStream(httpResp.Body, onText)
-			} else {
-				resp, err = readCompletion(httpResp.Body)
+		var x exchange
+		opts := []option.RequestOption{option.WithMiddleware(x.middleware(stream))}
+		var resp Response
+		var err error
+		if stream {
+			resp, err = readStream(c.client().Chat.Completions.NewStreaming(ctx, params, opts...), onText)
+			resp.Streamed = !x.plain
+		} else {
+			var cc *openai.ChatCompletion
+			if cc, err = c.client().Chat.Completions.New(ctx, params, opts...); err == nil {
+				resp, err = readCompletion(cc)
 				if err == nil && onText != nil && resp.Message.Content != "" {
 					onText(resp.Message.Content)
 				}
 			}
-			if err != nil {
-				return Response{}, err
-			}
+		}
+		if err == nil {
 			if resp.Usage == (Usage{}) {
-				resp.Usage = estimate(body, resp.Message)
+				resp.Usage = estimate(x.sent, resp.Message)
 			}
-			resp.Warnings = append(resp.Warnings, c.capWarning(body, resp.Usage)...)
+			resp.Warnings = append(resp.Warnings, c.capWarning(x.sent, resp.Usage)...)
 			return resp, nil
 		}
-		serr := statusError(httpResp)
+		if ctx.Err() != nil {
+			return Response{}, ctx.Err()
+		}
+		serr := statusError(err, x.resp)
+		if serr == nil {
+			return Response{}, fmt.Errorf("reach model endpoint %s: %w", c.BaseURL, err)
+		}
 		if serr.isContextLength() {
 			return Response{}, fmt.Errorf("%w: %s", ErrContextLength, serr.Message)
 		}
 		wait, retry := backoff<<attempt, false
 		switch {
-		case httpResp.StatusCode == http.StatusTooManyRequests:
+		case serr.Status == http.StatusTooManyRequests:
 			retry = true
-			if ra, ok := retryAfter(httpResp.Header.Get("Retry-After")); ok {
+			if ra, ok := retryAfter(serr.retryAfter); ok {
 				wait = ra
 			}
-		case httpResp.StatusCode >= 500:
+		case serr.Status >= 500:
 			retry = true
 		}
 		if !retry || attempt >= retries {
@@ -119,29 +144,6 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 			return Response{}, err
 		}
 	}
-}
-
-func (c *Client) post(ctx context.Context, body []byte) (*http.Response, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+"/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("model request: %w", err)
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	if c.APIKey != "" {
-		hr.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(hr)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("reach model endpoint %s: %w", c.BaseURL, err)
-	}
-	return resp, nil
 }
 
 func (c *Client) maxRetryAfter() time.Duration {
@@ -179,29 +181,33 @@ func retryAfter(v string) (time.Duration, bool) {
 	return 0, false
 }
 
-// statusError reads the error body of a failed request, bounded.
-func statusError(resp *http.Response) *StatusError {
-	defer resp.Body.Close()
+// statusError turns a failed request into a StatusError, or nil when the
+// endpoint never answered. openai-go decodes the standard error object
+// ({"error": {"message", "code"}}); servers that send {"error": "text"}
+// or plain text are read from the response the middleware kept.
+func statusError(err error, resp *http.Response) *StatusError {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		e := &StatusError{Status: apiErr.StatusCode, Code: apiErr.Code, Message: apiErr.Message}
+		if apiErr.Response != nil {
+			e.retryAfter = apiErr.Response.Header.Get("Retry-After")
+		}
+		if e.Message == "" {
+			e.Message = strings.TrimSpace(apiErr.RawJSON())
+		}
+		return e
+	}
+	if resp == nil || resp.StatusCode < 400 {
+		return nil
+	}
+	e := &StatusError{Status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	e := &StatusError{Status: resp.StatusCode}
 	var body struct {
 		Error json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(b, &body) == nil && len(body.Error) > 0 {
-		var obj struct {
-			Message string `json:"message"`
-			Code    any    `json:"code"`
-			Type    string `json:"type"`
-		}
-		var s string
-		if json.Unmarshal(body.Error, &obj) == nil && obj.Message != "" {
-			e.Message = obj.Message
-			if code, ok := obj.Code.(string); ok {
-				e.Code = code
-			}
-		} else if json.Unmarshal(body.Error, &s) == nil {
-			e.Message = s
-		}
+	var s string
+	if json.Unmarshal(b, &body) == nil && json.Unmarshal(body.Error, &s) == nil {
+		e.Message = s
 	}
 	if e.Message == "" {
 		e.Message = strings.TrimSpace(string(b[:min(len(b), 500)]))
@@ -211,22 +217,22 @@ func statusError(resp *http.Response) *StatusError {
 
 // estimate guesses the usage of a call whose server reported none: about
 // four bytes a token.
-func estimate(reqBody []byte, m Message) Usage {
+func estimate(sent int64, m Message) Usage {
 	out := len(m.Content)
 	for _, tc := range m.ToolCalls {
 		out += len(tc.Name) + len(tc.Arguments)
 	}
-	return Usage{InputTokens: int64(len(reqBody)+3) / 4, OutputTokens: int64(out+3) / 4, Estimated: true}
+	return Usage{InputTokens: (sent + 3) / 4, OutputTokens: int64(out+3) / 4, Estimated: true}
 }
 
 // capWarning detects a server that silently cut the prompt: it reports far
 // fewer prompt tokens than the prompt can have, at or under its known
 // window (Ollama's num_ctx).
-func (c *Client) capWarning(reqBody []byte, u Usage) []string {
+func (c *Client) capWarning(sent int64, u Usage) []string {
 	if u.Estimated || u.InputTokens == 0 {
 		return nil
 	}
-	est := int64(len(reqBody)) / 4
+	est := sent / 4
 	if est > 2*u.InputTokens && est-u.InputTokens > 512 {
 		w := c.Profile.ContextWindow
 		fix := ""

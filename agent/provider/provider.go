@@ -10,9 +10,10 @@ package provider
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // Message is one chat message as the agent keeps it. Content is always a
@@ -112,13 +113,15 @@ func DefaultProfile(baseURL, model string) Profile {
 
 // ErrContextLength is returned when the prompt does not fit the model's
 // context window.
-var ErrContextLength = errors.New("the conversation is longer than the model's context window")
+var ErrContextLength = errs.New(errs.Limit, "the conversation is longer than the model's context window")
 
 // StatusError is an HTTP error from the endpoint.
 type StatusError struct {
 	Status  int
 	Code    string
 	Message string
+
+	retryAfter string // the Retry-After header, if any
 }
 
 func (e *StatusError) Error() string {

@@ -184,3 +184,52 @@ func TestDoctorNamesTheFixForVLLMAndLlamaCpp(t *testing.T) {
 		t.Errorf("openai profile %+v %v", p, err)
 	}
 }
+
+// Answers that openai-go's types do not describe: an error given as a bare
+// string (Ollama), a plain JSON answer to a streamed request, and a last
+// chunk that carries the whole message instead of a delta.
+func TestAnswersOutsideTheStandardShape(t *testing.T) {
+	var answer func(w http.ResponseWriter)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if got := r.Header.Get("Authorization"); got != "Bearer sk-test" {
+			t.Errorf("authorization %q", got)
+		}
+		answer(w)
+	}))
+	defer srv.Close()
+	c := &provider.Client{BaseURL: srv.URL + "/v1", APIKey: "sk-test", Profile: provider.DefaultProfile(srv.URL, "m")}
+
+	answer = func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(404)
+		fmt.Fprint(w, `{"error":"model \"m\" not found, try pulling it first"}`)
+	}
+	_, err := c.Chat(context.Background(), ask("hi"), nil)
+	var se *provider.StatusError
+	if !errors.As(err, &se) || se.Status != 404 || !strings.Contains(se.Message, "try pulling it first") {
+		t.Errorf("bare-string error: %v", err)
+	}
+
+	answer = func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"plain",
+			"tool_calls":[{"function":{"name":"echo","arguments":{"text":"x"}}}]},"finish_reason":"tool_calls"}]}`)
+	}
+	var text string
+	resp, err := c.Chat(context.Background(), ask("hi"), func(d string) { text += d })
+	if err != nil || text != "plain" || resp.Streamed || len(resp.Message.ToolCalls) != 1 ||
+		resp.Message.ToolCalls[0].Arguments != `{"text":"x"}` || !resp.Usage.Estimated {
+		t.Errorf("plain JSON to a streamed request: %v %q %+v", err, text, resp)
+	}
+
+	answer = func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
+		fmt.Fprint(w, "data: {\"choices\":[{\"message\":{\"content\":\"b\",\"tool_calls\":[{\"id\":\"call_abc\",\"function\":{\"name\":\"echo\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}
+	resp, err = c.Chat(context.Background(), ask("hi"), nil)
+	if err != nil || resp.Message.Content != "ab" || len(resp.Message.ToolCalls) != 1 || resp.Message.ToolCalls[0].ID != "call_abc" {
+		t.Errorf("message in the last chunk: %v %+v", err, resp)
+	}
+}

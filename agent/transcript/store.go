@@ -17,11 +17,12 @@ import (
 
 	"github.com/warrenhq/warren/agent"
 	"github.com/warrenhq/warren/agent/provider"
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // ErrNotFound is returned for a chat that does not exist or is another
 // user's.
-var ErrNotFound = errors.New("chat not found")
+var ErrNotFound = errs.New(errs.NotFound, "chat not found")
 
 // Chat is one stored chat.
 type Chat struct {

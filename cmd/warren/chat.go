@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/warrenhq/warren/agent/transcript"
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/sessions"
 )
 
 func chatFlags() []cli.Flag {
@@ -37,6 +39,7 @@ func chatFlags() []cli.Flag {
 		&cli.StringFlag{Name: "output", Value: "text", Usage: "with -p: text (answer on stdout, progress on stderr), json or stream-json"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue your latest chat"},
 		&cli.StringFlag{Name: "resume", Usage: "continue chat ID"},
+		&cli.StringFlag{Name: "fork", Usage: "start from a copy of chat ID: a new session whose workspace is a copy of that chat's session now, and a copy of its transcript"},
 		&cli.StringFlag{Name: "task", Usage: "claim task T-N (or 'next': the first open task) for the session and work on it"},
 		&cli.StringFlag{Name: "approval", Usage: "auto, ask (before destructive tools) or read-only (default: ask for bound sessions, auto otherwise)"},
 		&cli.IntFlag{Name: "max-turns", Usage: "model calls per prompt (default 50)"},
@@ -129,11 +132,12 @@ type chatEnv struct {
 	user    string
 	session string
 	mode    string // the session's mode, for the default approval
+	dataDir string
 	close   func()
 }
 
 func openChatEnv(c *cli.Context) (*chatEnv, error) {
-	env := &chatEnv{user: mcp.LocalUser()}
+	env := &chatEnv{user: sessions.LocalUser()}
 	var closers []func()
 	env.close = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -146,7 +150,7 @@ func openChatEnv(c *cli.Context) (*chatEnv, error) {
 		if err != nil {
 			return nil, err
 		}
-		_ = dir
+		env.dataDir = dir
 		closers = append(closers, func() { db.Close() })
 		env.cfg = cfg
 		if env.meter, err = openMeter(c.Context, db, cfg, zerologNop()); err != nil {
@@ -175,7 +179,7 @@ func openChatEnv(c *cli.Context) (*chatEnv, error) {
 		return nil, err
 	}
 	closers = append(closers, svc.close)
-	env.svc, env.meter = svc, svc.work.meter
+	env.svc, env.meter, env.dataDir = svc, svc.work.meter, svc.dataDir
 	if env.cfg, err = loadConfig(c, svc.dataDir); err != nil {
 		return fail(err)
 	}
@@ -234,14 +238,20 @@ func runChat(c *cli.Context) error {
 	if output != "text" && output != "json" && output != "stream-json" {
 		return cli.Exit(fmt.Sprintf("--output %q: want text, json or stream-json", output), exitUsage)
 	}
-	if c.Bool("continue") && c.String("resume") != "" {
-		return cli.Exit("--continue and --resume exclude each other", exitUsage)
+	if n := btoi(c.Bool("continue")) + btoi(c.String("resume") != "") + btoi(c.String("fork") != ""); n > 1 {
+		return cli.Exit("--continue, --resume and --fork exclude each other", exitUsage)
 	}
 	env, err := openChatEnv(c)
 	if err != nil {
 		return err
 	}
 	defer env.close()
+	fork := c.String("fork")
+	if fork != "" {
+		if err := env.forkSession(c.Context, fork); err != nil {
+			return err
+		}
+	}
 	model, baseURL, key, err := modelOf(c, env.cfg)
 	if err != nil {
 		return err
@@ -278,10 +288,15 @@ func runChat(c *cli.Context) error {
 			return cli.Exit(err.Error(), exitError)
 		}
 		cfg.Task, task = id, id
+		renew := time.NewTicker(renewEvery)
+		defer renew.Stop()
+		// c.Context, not ctx: the REPL stops ctx's signal handling, which cancels it.
+		defer keepClaim(c.Context, env.tools, id, env.session, renew.C, func(msg string) { fmt.Fprintln(os.Stderr, "warren: warning:", msg) })()
 		cfg.System = agent.DefaultSystem + "\n\nYou are working on task " + id + " of the task board:\n" + note +
 			"\nWhen it is finished, mark it done with task_update (status done); not before."
 	}
-	sess, err := chat.Open(ctx, chat.Options{Store: env.store, Agent: cfg, BaseURL: baseURL, Resume: resume})
+	sess, err := chat.Open(ctx, chat.Options{Store: env.store, Agent: cfg, BaseURL: baseURL, Resume: resume, Fork: fork,
+		LogTranscripts: env.cfg.Metering.LogTranscripts})
 	if err != nil {
 		if errors.Is(err, transcript.ErrNotFound) {
 			return cli.Exit(err.Error()+": see 'warren chat ls'", exitUsage)
@@ -289,7 +304,9 @@ func runChat(c *cli.Context) error {
 		return err
 	}
 	if interactive {
-		return runREPL(ctx, stop, sess, env, os.Stdin, os.Stdout, os.Stderr)
+		// Not ctx: stopping its signal handling (Ctrl-C becomes the REPL's)
+		// also cancels it.
+		return runREPL(c.Context, stop, sess, env, os.Stdin, os.Stdout, os.Stderr)
 	}
 	d, err := runOnce(ctx, sess, c.String("prompt"), output, os.Stdout, os.Stderr)
 	if task != "" {
@@ -372,7 +389,7 @@ func readLine(in io.Reader) (string, error) {
 			b = append(b, one[0])
 		}
 		if err != nil {
-			if len(b) > 0 && err == io.EOF {
+			if len(b) > 0 && errors.Is(err, io.EOF) {
 				return string(b), nil
 			}
 			return string(b), err

@@ -13,7 +13,7 @@ import (
 	"github.com/warrenhq/warren/agent"
 	"github.com/warrenhq/warren/agent/provider"
 	"github.com/warrenhq/warren/agent/transcript"
-	"github.com/warrenhq/warren/mcp"
+	"github.com/warrenhq/warren/sessions"
 )
 
 func openTranscripts(c *cli.Context) (*transcript.Store, *config, func(), error) {
@@ -35,7 +35,7 @@ func runChatList(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	chats, err := st.List(c.Context, mcp.LocalUser())
+	chats, err := st.List(c.Context, sessions.LocalUser())
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func runChatExport(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	ch, err := st.Get(c.Context, mcp.LocalUser(), c.Args().First())
+	ch, err := st.Get(c.Context, sessions.LocalUser(), c.Args().First())
 	if err != nil {
 		return cli.Exit(err.Error()+": see 'warren chat ls'", exitUsage)
 	}

@@ -1,13 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
+
+	"github.com/chzyer/readline"
 
 	"github.com/warrenhq/warren/agent"
 	"github.com/warrenhq/warren/agent/chat"
@@ -24,70 +26,92 @@ const replHelp = `Type a request and press Enter. While the agent works, Ctrl-C 
   /compact         drop old tool outputs from the conversation to save tokens
   /exit            leave (the chat is saved: 'warren chat --continue' picks it up)`
 
-// runREPL is the interactive chat. Lines are read by the terminal's own
-// line discipline (erase, kill-line, Ctrl-D); Ctrl-C interrupts the
-// running turn only.
-func runREPL(ctx context.Context, stopSignals func(), sess *chat.Session, env *chatEnv, in io.Reader, out, errw io.Writer) error {
+// runREPL is the interactive chat. Lines are edited with
+// github.com/chzyer/readline (arrows, history search, Ctrl-A/E/W/U, tab
+// completion of slash commands): the line-editing library the Go module
+// proxy serves that is widely used and keeps to the terminal it is given.
+// History is kept by warren (see historyFile). Ctrl-C at the prompt clears
+// the line; while a turn runs the terminal is back in cooked mode, so
+// Ctrl-C is a SIGINT that stops the turn only. Ctrl-D on an empty line
+// leaves.
+func runREPL(ctx context.Context, stopSignals func(), sess *chat.Session, env *chatEnv, in *os.File, out, errw io.Writer) error {
 	stopSignals() // Ctrl-C is ours now: it stops a turn, not the process
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt)
 	defer signal.Stop(sigs)
 
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	hist, past, err := openHistory(env.dataDir)
+	if err != nil {
+		fmt.Fprintln(errw, "warren: no history:", err)
+	}
+	defer hist.close()
+	var items []readline.PrefixCompleterInterface
+	for _, c := range slashCommands {
+		items = append(items, readline.PcItem(c))
+	}
+	rl, err := readline.NewEx(&readline.Config{Prompt: "› ", Stdin: in, Stdout: out, Stderr: errw,
+		HistoryLimit: historyLimit, DisableAutoSaveHistory: true, AutoComplete: readline.NewPrefixCompleter(items...),
+		InterruptPrompt: "^C", EOFPrompt: "\n"})
+	if err != nil {
+		return fmt.Errorf("start line editor: %w", err)
+	}
+	defer rl.Close()
+	for _, l := range past {
+		rl.SaveHistory(l) //nolint:errcheck // in memory only: no HistoryFile
+	}
+
 	term := isTerminal(os.Stdout)
 	r := newRenderer(out, term)
+	var cancelTurn context.CancelFunc
 	approve := func(ctx context.Context, call agent.CallInfo, _ agent.ToolInfo) (agent.Decision, error) {
-		fmt.Fprintf(out, "  allow %s %s? [y/n/a(lways)] ", call.Name, shorten(call.Arguments, 200))
-		select {
-		case <-ctx.Done():
-			return agent.Deny, ctx.Err()
-		case line, ok := <-lines:
-			if !ok {
-				return agent.Deny, agent.ErrNoApprover
-			}
-			switch strings.ToLower(strings.TrimSpace(line)) {
-			case "y", "yes":
-				return agent.Approve, nil
-			case "a", "always":
-				return agent.Always, nil
-			}
-			return agent.Deny, nil
+		rl.SetPrompt(fmt.Sprintf("  allow %s %s? [y/n/a(lways)] ", call.Name, shorten(call.Arguments, 200)))
+		defer rl.SetPrompt("› ")
+		line, err := rl.Readline()
+		switch {
+		case errors.Is(err, readline.ErrInterrupt):
+			cancelTurn() // Ctrl-C at an approval stops the turn
+			return agent.Deny, context.Canceled
+		case err != nil:
+			return agent.Deny, agent.ErrNoApprover
 		}
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return agent.Approve, nil
+		case "a", "always":
+			return agent.Always, nil
+		}
+		return agent.Deny, nil
 	}
 	sess.Agent.SetApprover(approve)
 	fmt.Fprintf(out, "warren chat %s in session %s (%s). /help for commands.\n", sess.Chat.ID, sess.Chat.Session, sess.Agent.Policy())
 	for {
-		fmt.Fprint(out, "› ")
-		var line string
-		select {
-		case <-sigs:
-			fmt.Fprintln(out, "\n(Ctrl-D or /exit leaves)")
+		l, err := rl.Readline()
+		switch {
+		case errors.Is(err, readline.ErrInterrupt):
+			fmt.Fprintln(out, "(Ctrl-D or /exit leaves)")
 			continue
-		case l, ok := <-lines:
-			if !ok {
-				fmt.Fprintln(out)
-				return nil
-			}
-			line = strings.TrimSpace(l)
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("read prompt: %w", err)
 		}
+		line := strings.TrimSpace(l)
 		if line == "" {
 			continue
 		}
+		rl.SaveHistory(line) //nolint:errcheck // in memory only
+		hist.add(line)
 		if strings.HasPrefix(line, "/") {
 			if leave := slash(ctx, line, sess, env, out); leave {
 				return nil
 			}
 			continue
 		}
+		for len(sigs) > 0 { // a Ctrl-C from before this turn does not stop it
+			<-sigs
+		}
 		turn, cancel := context.WithCancel(ctx)
+		cancelTurn = cancel
 		done := make(chan struct{})
 		go func() {
 			select {
@@ -108,6 +132,9 @@ func runREPL(ctx context.Context, stopSignals func(), sess *chat.Session, env *c
 		}
 	}
 }
+
+// slashCommands are completed with Tab.
+var slashCommands = []string{"/help", "/session", "/diff", "/tasks", "/usage", "/model", "/policy", "/compact", "/exit"}
 
 // slash runs a slash command; it reports whether to leave.
 func slash(ctx context.Context, line string, sess *chat.Session, env *chatEnv, out io.Writer) bool {

@@ -27,6 +27,8 @@ type agentRunner struct {
 	sessions *sessions.Manager
 	cfg      chatConfig
 	key      string
+	// logTranscripts is metering's log_transcripts (see chat.Options).
+	logTranscripts bool
 }
 
 // newAgentRunner returns the runner when the config names a model and a
@@ -51,7 +53,8 @@ func newAgentRunner(c *cli.Context, db *sql.DB, dir string, mgr *sessions.Manage
 	if err != nil {
 		return nil, err
 	}
-	return &agentRunner{store: st, meter: meter, sessions: mgr, cfg: cfg.Agent, key: key}, nil
+	return &agentRunner{store: st, meter: meter, sessions: mgr, cfg: cfg.Agent, key: key,
+		logTranscripts: cfg.Metering.LogTranscripts}, nil
 }
 
 // RunAgent implements mcp.AgentRunner.
@@ -103,7 +106,8 @@ func (r *agentRunner) RunAgent(ctx context.Context, req mcp.AgentRequest, progre
 			}
 			return agent.Approve, nil
 		}}
-	sess, err := chat.Open(ctx, chat.Options{Store: r.store, Agent: cfg, BaseURL: r.cfg.BaseURL, Resume: req.Resume})
+	sess, err := chat.Open(ctx, chat.Options{Store: r.store, Agent: cfg, BaseURL: r.cfg.BaseURL, Resume: req.Resume,
+		LogTranscripts: r.logTranscripts})
 	if err != nil {
 		return mcp.AgentRunOutput{}, err
 	}

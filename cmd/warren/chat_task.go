@@ -5,9 +5,54 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/warrenhq/warren/agent"
+	"github.com/warrenhq/warren/tasks"
 )
+
+// renewEvery is how often a chat working on a task renews its claim: a
+// third of the lease, so that two renewals can fail before it ends.
+const renewEvery = tasks.DefaultLease / 3
+
+// keepClaim renews the session's claim on task at every tick (claiming a
+// task one holds renews it) until stop is called. It gives up, and says
+// why through onLost, when a renewal fails: the task was finished or
+// reopened, or another session claimed it after the lease ran out.
+func keepClaim(ctx context.Context, tools *agent.Tools, task, session string, ticks <-chan time.Time, onLost func(string)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticks:
+			}
+			args := map[string]any{"task_id": task}
+			if session != "" {
+				args["session_id"] = session
+			}
+			text, isErr, err := tools.Call(ctx, "task_claim", args, nil)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil || isErr {
+				if err != nil {
+					text = err.Error()
+				}
+				if onLost != nil && !strings.Contains(text, " is done") {
+					onLost(fmt.Sprintf("the claim on %s could not be renewed: %s", task, shorten(text, 200)))
+				}
+				return
+			}
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
 
 // claimTask claims task (an id or "next") for the session through the
 // task tools, and returns its id and a description for the prompt.

@@ -29,6 +29,8 @@ type config struct {
 	TasksFile string `json:"tasks_file,omitempty"`
 	// Agent is the model, key and default policy of warren chat and agent_run.
 	Agent chatConfig `json:"agent"`
+	// Network is the network policy: default mode, presets, proxy limits.
+	Network networkFileConfig `json:"network"`
 
 	path string // where it was read from, for messages
 }

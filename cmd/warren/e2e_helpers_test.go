@@ -33,7 +33,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	warrenBin = filepath.Join(dir, "warren")
-	out, err := exec.Command("go", "build", "-buildvcs=true", "-o", warrenBin, ".").CombinedOutput()
+	// Built as 'just build' builds it: the version names the commit.
+	args := []string{"build", "-o", warrenBin}
+	if v, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output(); err == nil {
+		args = append(args, "-ldflags", "-X main.version="+strings.TrimSpace(string(v)))
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build warren: %v\n%s", err, out)
 		os.Exit(1)

@@ -54,6 +54,7 @@ func TestStdioFileToolsRoundTripAndRefuseEscapes(t *testing.T) {
 	if r["content"] != "two\nthree\n" || r["total_lines"] != 4.0 || r["truncated"] != true {
 		t.Fatalf("read_file: %v", r)
 	}
+	user.fails("read_file", map[string]any{"path": "docs/a.txt", "offset": 0}, "offset is 1-based")
 	e := user.ok("edit_file", map[string]any{"path": "docs/a.txt", "old_text": "two", "new_text": "TWO"})
 	if e["replacements"] != 1.0 {
 		t.Fatalf("edit_file: %v", e)

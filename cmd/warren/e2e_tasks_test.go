@@ -191,7 +191,7 @@ func TestTaskCLI(t *testing.T) {
 		{[]string{"task", "done", "T-3"}, "T-3 is not claimed"},
 		{[]string{"task", "claim", "T-9"}, "no task T-9"},
 		{[]string{"task", "ls", "--status", "finished"}, "invalid status"},
-		{[]string{"task", "note", "T-3", "text", "--status", "blocked"}, "put flags before them"},
+		{[]string{"task", "note", "T-3", "text", "--statuz", "blocked"}, "--statuz is not a flag of warren task note"},
 	} {
 		args := append(append(tc.args[:2:2], base...), tc.args[2:]...)
 		if msg := warrenFails(t, args...); !strings.Contains(msg, tc.want) {

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,5 +130,34 @@ func TestServeHTTPSaysHowToConnect(t *testing.T) {
 	}
 	if msg := warrenFails(t, "serve", "stdio", "--log-level", "loud", "--data-dir", data); !strings.Contains(msg, "want debug, info, warn or error") {
 		t.Fatalf("bad --log-level: %s", msg)
+	}
+}
+
+// Ctrl-C at `warren shell` stops the running command, and only it: the
+// terminal sends SIGINT to its whole foreground process group, which must
+// not include the jail (a new shell would start and lose background jobs).
+func TestShellCtrlCStopsOnlyTheCommand(t *testing.T) {
+	needJail(t)
+	master, slave := openPTY(t)
+	cmd := exec.Command(warrenBin, "shell", "--workspace", jailDir(t))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var screen lockedBuffer
+	go func() { _, _ = bufio.NewReader(master).WriteTo(&screen) }()
+	waitFor(t, "the prompt", 20*time.Second, func() bool { return strings.Contains(screen.String(), "$ ") })
+	io.WriteString(master, "export KEEP=kept; sleep 300 & echo bg=$!\n")
+	waitFor(t, "the background job", 10*time.Second, func() bool { return strings.Count(screen.String(), "$ ") >= 2 })
+	io.WriteString(master, "sleep 10\n")
+	time.Sleep(500 * time.Millisecond) // the command is running
+	io.WriteString(master, "\x03")
+	waitFor(t, "the interrupted command", 10*time.Second, func() bool { return strings.Contains(screen.String(), "[interrupted]") })
+	io.WriteString(master, "echo still-$KEEP; jobs -p | wc -l\n")
+	waitFor(t, "the next command", 10*time.Second, func() bool { return strings.Contains(screen.String(), "still-kept") })
+	if strings.Contains(screen.String(), "a new one started") {
+		t.Fatalf("Ctrl-C restarted the whole shell:\n%s", screen.String())
 	}
 }

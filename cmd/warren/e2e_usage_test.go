@@ -61,7 +61,7 @@ func TestUsageRecordAndReportOverMCP(t *testing.T) {
 	bySession := reportRows(t, agent.ok("usage_report", map[string]any{"group_by": "session"}))
 	// task_add ran before any session existed: metering must not create
 	// one to bill it, so its record has no session.
-	if len(bySession) != 2 || bySession[session] == nil || bySession[""]["records"] != 1.0 {
+	if len(bySession) != 2 || bySession[session] == nil || bySession["(no session)"]["records"] != 1.0 || bySession["(no session)"]["none"] != true {
 		t.Fatalf("records by session: %v", bySession)
 	}
 

@@ -3,13 +3,21 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/warrenhq/warren/sandbox/netproxy"
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 func main() {
+	// The jail's network forwarder is this binary, run inside the jail.
+	if len(os.Args) > 1 && os.Args[1] == netproxy.ForwarderCommand {
+		os.Exit(netproxy.ForwarderMain(os.Args[2:]))
+	}
 	app := newApp()
 	if err := app.Run(interspersed(app, os.Args)); err != nil {
 		fmt.Fprintln(os.Stderr, "warren:", err)
@@ -27,6 +35,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			chatCommand(),
 			doctorCommand(),
+			statusCommand(),
 			shellCommand(),
 			serveCommand(),
 			sessionCommand(),
@@ -39,11 +48,22 @@ func newApp() *cli.App {
 	}
 }
 
-// exitCode maps an error to the process exit status: a cli.ExitCoder keeps
-// its own code, anything else is 1.
+// exitCode maps an error to the process exit status, in one place: a
+// cli.ExitCoder keeps its own code; a domain error's code (package errs)
+// picks one from exitStatus; anything else is 1.
 func exitCode(err error) int {
-	if ec, ok := err.(cli.ExitCoder); ok {
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
 		return ec.ExitCode()
 	}
-	return 1
+	if code, ok := exitStatus[errs.CodeOf(err)]; ok {
+		return code
+	}
+	return exitError
+}
+
+// exitStatus is the exit status of each error code that does not exit 1:
+// input the user can correct exits 2, as a usage error does.
+var exitStatus = map[errs.Code]int{
+	errs.Invalid: exitUsage,
 }

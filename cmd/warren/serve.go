@@ -17,6 +17,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warrenhq/warren/mcp"
+	"github.com/warrenhq/warren/mcp/tokens"
+	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/events"
 	"github.com/warrenhq/warren/web"
@@ -30,6 +32,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets to serve: " + strings.Join(mcp.Toolsets, ", ") + " (default all)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error (logs go to stderr)"},
 			logFormatFlag(),
+			metricsAddrFlag(),
 			&cli.DurationFlag{Name: "shell-yield", Value: mcp.DefaultYield, Usage: "how long shell_exec and shell_wait wait for a command before returning it as a running job (keep it under your clients' request timeout)"},
 		)
 	}
@@ -72,6 +75,8 @@ type services struct {
 	events   *events.Log
 	log      zerolog.Logger
 	dataDir  string
+	stopNet  func()     // closes the egress proxy and writes its log
+	tel      *telemetry // telemetry.go
 }
 
 func openServices(c *cli.Context) (*services, error) {
@@ -83,22 +88,31 @@ func openServices(c *cli.Context) (*services, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openDB(c.Context, dir)
+	tel, err := startTelemetry(log)
 	if err != nil {
 		return nil, err
 	}
+	db, err := openDB(c.Context, dir)
+	if err != nil {
+		tel.close(log)
+		return nil, err
+	}
+	// A server killed before this one may have left cgroups (and their
+	// limits) behind: sweep them now, not at this server's first jail.
+	go sandbox.SweepStaleCgroups()
 	store, err := sessions.NewStore(c.Context, db)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	mgr, err := newSessionManager(c, store, dir)
+	mgr, stopNet, err := newSessionManager(c, store, db, dir, log)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	w, err := openWork(c, db, dir, log)
 	if err != nil {
+		stopNet()
 		db.Close()
 		return nil, err
 	}
@@ -110,17 +124,19 @@ func openServices(c *cli.Context) (*services, error) {
 	runner, err := newAgentRunner(c, db, dir, mgr, w.meter)
 	if err != nil {
 		w.stop()
+		stopNet()
 		db.Close()
 		return nil, err
 	}
 	activity, err := events.Open(c.Context, db, events.Options{Log: log})
 	if err != nil {
 		w.stop()
+		stopNet()
 		db.Close()
 		return nil, err
 	}
 	opts := mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Events: activity, Toolsets: toolsets, Log: log, Version: buildVersion(),
-		ShellYield: c.Duration("shell-yield")}
+		ShellYield: c.Duration("shell-yield"), Tracing: tel.stopTracing != nil}
 	if runner != nil && c.Command.Name != "chat" { // the chat's own server does not offer agent_run to its agent
 		opts.Agent = runner
 	}
@@ -128,16 +144,23 @@ func openServices(c *cli.Context) (*services, error) {
 	if err != nil {
 		activity.Close()
 		w.stop()
+		stopNet()
 		db.Close()
 		return nil, err
 	}
 	if runner != nil {
 		runner.srv = srv
 	}
-	return &services{db: db, sessions: mgr, work: w, server: srv, events: activity, log: log, dataDir: dir}, nil
+	svc := &services{db: db, sessions: mgr, work: w, server: srv, events: activity, log: log, dataDir: dir, tel: tel, stopNet: stopNet}
+	if err := tel.serveMetrics(c, svc); err != nil {
+		svc.close()
+		return nil, err
+	}
+	return svc, nil
 }
 
 func (s *services) close() {
+	defer s.tel.close(s.log) // last: the spans of the shutdown too
 	s.server.Close()
 	s.events.Close()
 	s.work.stop()
@@ -146,6 +169,7 @@ func (s *services) close() {
 	if err := s.sessions.Close(ctx); err != nil {
 		s.log.Warn().Err(err).Msg("save sessions")
 	}
+	s.stopNet()
 	s.db.Close()
 }
 
@@ -157,7 +181,7 @@ func runServeStdio(c *cli.Context) error {
 	defer svc.close()
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	user := mcp.LocalUser()
+	user := sessions.LocalUser()
 	svc.log.Info().Str("user", user).Str("workspace", c.String("workspace")).Msg("serving MCP on stdio")
 	if isTerminal(os.Stdin) {
 		stdioHint(os.Stderr, c.String("workspace"))
@@ -189,10 +213,11 @@ func runServeHTTP(c *cli.Context) error {
 	}
 	defer svc.close()
 
-	opts := mcp.HTTPOptions{LocalUser: mcp.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin"), BodyTimeout: c.Duration("body-timeout")}
+	opts := mcp.HTTPOptions{LocalUser: sessions.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin"), BodyTimeout: c.Duration("body-timeout"),
+		Metrics: svc.tel.metrics, Ready: svc.tel.ready}
 	var firstToken string
 	if authMode == "token" {
-		if opts.Tokens, err = mcp.NewTokenStore(c.Context, svc.db); err != nil {
+		if opts.Tokens, err = tokens.Open(c.Context, svc.db); err != nil {
 			return err
 		}
 		defer func() { // before svc.close closes the database
@@ -249,7 +274,7 @@ func runServeHTTP(c *cli.Context) error {
 	}
 	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
 
-	hs := &http.Server{Handler: svc.server.HTTPHandler(opts), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := &http.Server{Handler: mcp.InstrumentHTTP(svc.server.HTTPHandler(opts)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)

@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -11,8 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sandbox/netproxy"
 	"github.com/warrenhq/warren/sessions"
 )
 
@@ -32,12 +33,17 @@ func sessionCommand() *cli.Command {
 			"'warren serve'. A running server notices a pause, archive or delete within a second and stops\n" +
 			"the session's shell.",
 		Subcommands: []*cli.Command{
-			{Name: "create", Usage: "create a session: clone a repository, bind a directory, or start empty", Flags: flags(
+			{Name: "create", Usage: "create a session: clone a repository, bind a directory, or start empty", Flags: append(flags(
 				&cli.StringFlag{Name: "source", Usage: "a git URL, a local repository or a directory (omitted: empty)"},
 				&cli.StringFlag{Name: "mode", Usage: "clone, bind or empty (default: inferred from --source)"},
 				&cli.StringFlag{Name: "ref", Usage: "branch, tag or commit to check out"},
 				&cli.StringFlag{Name: "name", Usage: "a label"},
-			), Action: runSessionCreate},
+			), networkFlags()...), Action: runSessionCreate},
+			{Name: "net-log", Usage: "the recent decisions of the session's network proxy: what was allowed, what was refused and why",
+				ArgsUsage: "SESSION_ID", Flags: flags(
+					&cli.IntFlag{Name: "limit", Value: 50, Usage: "how many of the newest decisions"},
+					&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+				), Action: runSessionNetLog},
 			{Name: "ls", Usage: "list sessions (starts nothing)", Flags: flags(
 				&cli.BoolFlag{Name: "all", Usage: "include deleted sessions (tombstones)"},
 				&cli.BoolFlag{Name: "json", Usage: "print JSON"},
@@ -60,9 +66,10 @@ func sessionCommand() *cli.Command {
 
 // sessionEnv is a manager over the data directory, for one CLI command.
 type sessionEnv struct {
-	db   *sql.DB
-	mgr  *sessions.Manager
-	user string
+	db      *sql.DB
+	mgr     *sessions.Manager
+	user    string
+	stopNet func()
 }
 
 func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
@@ -82,8 +89,21 @@ func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
 	}
 	// The CLI's user can read the data directory: local sources are theirs.
 	scfg.AllowLocalSources = true
+	log, err := newLogger(c)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	// And the machine's network: host mode is theirs to choose.
+	net, stopNet, err := networkConfig(cfg, db, true, log)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	scfg.Network = net
 	mgr, err := sessions.NewManager(store, scfg)
 	if err != nil {
+		stopNet()
 		db.Close()
 		return nil, err
 	}
@@ -102,13 +122,14 @@ func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
 	}
 	user := c.String("user")
 	if user == "" {
-		user = mcp.LocalUser()
+		user = sessions.LocalUser()
 	}
-	return &sessionEnv{db: db, mgr: mgr, user: user}, nil
+	return &sessionEnv{db: db, mgr: mgr, user: user, stopNet: stopNet}, nil
 }
 
 func (e *sessionEnv) close(c *cli.Context) {
 	_ = e.mgr.Close(c.Context)
+	e.stopNet()
 	e.db.Close()
 }
 
@@ -121,7 +142,7 @@ func sessionArg(c *cli.Context) (string, error) {
 }
 
 func notFound(err error, user, id string) error {
-	if err == sessions.ErrNotFound {
+	if errors.Is(err, sessions.ErrNotFound) {
 		return fmt.Errorf("session %s not found among %s's sessions (pass --user for another user's)", id, user)
 	}
 	return err
@@ -134,7 +155,8 @@ func runSessionCreate(c *cli.Context) error {
 	}
 	defer e.close(c)
 	s, err := e.mgr.Create(c.Context, e.user, sessions.CreateOptions{Source: c.String("source"),
-		Mode: sessions.Mode(c.String("mode")), Ref: c.String("ref"), Name: c.String("name"), Progress: c.App.ErrWriter})
+		Mode: sessions.Mode(c.String("mode")), Ref: c.String("ref"), Name: c.String("name"), Progress: c.App.ErrWriter,
+		Network: networkFromFlags(c)})
 	if err != nil {
 		return err
 	}
@@ -161,13 +183,17 @@ func runSessionList(c *cli.Context) error {
 		return enc.Encode(list)
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tMODE\tNAME\tSOURCE\tCWD\tCREATED")
+	fmt.Fprintln(tw, "ID\tSTATE\tMODE\tNAME\tSOURCE\tCWD\tNETWORK\tCREATED")
 	for _, s := range list {
 		src := s.Source
 		if s.BaseCommit != "" {
 			src += "@" + s.BaseCommit[:12]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, s.Mode, s.Name, src, s.Cwd,
+		net := string(s.Network.Mode)
+		if len(s.Network.Allow) > 0 {
+			net += ":" + strings.Join(s.Network.Allow, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, s.Mode, s.Name, src, s.Cwd, net,
 			s.CreatedAt.Local().Format("2006-01-02 15:04"))
 	}
 	return tw.Flush()
@@ -192,6 +218,38 @@ func runSessionControl(c *cli.Context) error {
 		return notFound(err, e.user, id)
 	}
 	fmt.Fprintf(c.App.Writer, "%s %s\n", s.ID, s.State())
+	return nil
+}
+
+func runSessionNetLog(c *cli.Context) error {
+	id, err := sessionArg(c)
+	if err != nil {
+		return err
+	}
+	e, err := openSessionEnv(c)
+	if err != nil {
+		return err
+	}
+	defer e.close(c)
+	list, err := e.mgr.Store().NetworkLogOf(c.Context, e.user, id, c.Int("limit"))
+	if err != nil {
+		return notFound(err, e.user, id)
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if list == nil {
+			list = []netproxy.Decision{}
+		}
+		return enc.Encode(list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(c.App.Writer, "no network activity recorded for", id)
+	}
+	for _, d := range list {
+		// Hosts and reasons come from the jail's requests: print them plain.
+		fmt.Fprintln(c.App.Writer, plainText(sessions.DecisionLine(d)))
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -27,6 +28,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringFlag{Name: "quota", Value: "10G", Usage: "disk quota of each session's workspace and home, e.g. 500M or 10G, enforced while commands run: a session that crosses it has its processes stopped, and over it commands cannot write files (0: none)"},
 		&cli.DurationFlag{Name: "quota-interval", Value: 30 * time.Second, Usage: "the longest a walked disk measurement is reused while the file system shows no growth"},
 		&cli.StringSliceFlag{Name: "audit-exclude", Usage: "a path (gitignore syntax, e.g. node_modules/) that session snapshots and diffs leave out; repeat for more. Nothing in a workspace can exclude anything"},
+		&cli.BoolFlag{Name: "allow-host-network", Usage: "serve http: let clients give a session the server's whole network (network mode host; always allowed on stdio)"},
 		&cli.BoolFlag{Name: "allow-local-sources", Usage: "serve http: let session_create clone or bind paths of this host and file:// URLs (always allowed on stdio and with --auth none)"},
 	}
 }
@@ -51,26 +53,39 @@ func sessionConfig(c *cli.Context, dir string) (sessions.Config, error) {
 	return sessions.Config{
 		DataDir: dir, BindDir: c.String("workspace"),
 		AllowLocalSources: c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources"),
-		IdleTimeout:       c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
+		// Token holders are not the operator: https to public hosts only.
+		RemoteCallers: c.Command.Name == "http" && c.String("auth") != "none",
+		IdleTimeout:   c.Duration("idle-timeout"), MaxSessionsPerUser: c.Int("max-sessions-per-user"),
 		MaxRunningShells: c.Int("max-shells"), QuotaBytes: quota, QuotaInterval: c.Duration("quota-interval"),
 		UserLimits:   user,
 		AuditExclude: c.StringSlice("audit-exclude"),
 	}, nil
 }
 
-// newSessionManager builds the session manager from the flags and starts
-// its idle reaper; Manager.Close stops it.
-func newSessionManager(c *cli.Context, store *sessions.Store, dir string) (*sessions.Manager, error) {
+// newSessionManager builds the session manager from the flags and the
+// config file and starts its idle reaper; Manager.Close stops it, and stop
+// the network proxy.
+func newSessionManager(c *cli.Context, store *sessions.Store, db *sql.DB, dir string, log zerolog.Logger) (*sessions.Manager, func(), error) {
 	cfg, err := sessionConfig(c, dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	file, err := loadConfig(c, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	net, stopNet, err := networkConfig(file, db, c.Command.Name == "stdio" || c.Bool("allow-host-network"), log)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Network = net
 	mgr, err := sessions.NewManager(store, cfg)
 	if err != nil {
-		return nil, err
+		stopNet()
+		return nil, nil, err
 	}
 	mgr.StartReaper(context.Background())
-	return mgr, nil
+	return mgr, stopNet, nil
 }
 
 // releaseClaimsOnEnd releases the task claims of a session when it is

@@ -28,6 +28,7 @@ func shellCommand() *cli.Command {
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Value: ".", Usage: "directory bound at /workspace"},
 			&cli.DurationFlag{Name: "timeout", Value: 0, Usage: "kill a command after this long (0: never)"},
 			&cli.BoolFlag{Name: "network", Usage: "give the jail the host's network"},
+			&cli.StringSliceFlag{Name: "network-allow", Usage: "let HTTP/HTTPS out through warren's proxy to these presets (npm, pypi, go, github, debian) and host patterns only; repeatable or comma-separated"},
 		},
 		Action: runShell,
 	}
@@ -40,6 +41,16 @@ func runShell(c *cli.Context) error {
 	}
 	p := sandbox.DefaultProfile(dir)
 	p.Network = c.Bool("network")
+	if allow := c.StringSlice("network-allow"); len(allow) > 0 {
+		if p.Network {
+			return cli.Exit("--network (the host's whole network) and --network-allow are exclusive", 2)
+		}
+		stop, err := shellEgress(c, &p, networkFromFlags(c).Allow)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	sh, err := sandbox.NewShell(p, sandbox.Options{})
 	if err != nil {
 		return err

@@ -12,7 +12,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/tasks"
 )
@@ -78,7 +77,7 @@ func (e *taskEnv) close() {
 // holder is the local user in --session or their default session: the
 // same session 'serve stdio' (with the same --workspace) works in.
 func (e *taskEnv) holder(c *cli.Context) (tasks.Holder, error) {
-	user := mcp.LocalUser()
+	user := sessions.LocalUser()
 	store, err := sessions.NewStore(c.Context, e.db)
 	if err != nil {
 		return tasks.Holder{}, err
@@ -102,12 +101,13 @@ func needArgs(c *cli.Context, n int, usage string) error {
 	if c.NArg() < n {
 		return cli.Exit("usage: warren task "+c.Command.Name+" [flags] "+usage, 2)
 	}
-	// urfave/cli stops reading flags at the first argument: a flag after
-	// it would silently become part of a title or a note.
+	// Known flags were taken wherever they stood (see interspersed); what
+	// looks like a flag and is left is a typo that would otherwise become
+	// part of a title or a note.
 	for _, a := range c.Args().Slice() {
 		if strings.HasPrefix(a, "--") {
-			return cli.Exit(fmt.Sprintf("%s comes after the arguments: put flags before them (warren task %s [flags] %s)",
-				a, c.Command.Name, usage), 2)
+			return cli.Exit(fmt.Sprintf("%s is not a flag of warren task %s (see 'warren task %s --help'): usage: warren task %s [flags] %s",
+				a, c.Command.Name, c.Command.Name, c.Command.Name, usage), 2)
 		}
 	}
 	return nil
@@ -129,7 +129,20 @@ func runTaskList(c *cli.Context) error {
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"path": e.board.Path(), "tasks": list})
+		// The task_list tool's structured output, field for field.
+		views := make([]tasks.View, len(list))
+		for i, t := range list {
+			views[i] = tasks.ViewOf(t)
+		}
+		out := struct {
+			Path    string       `json:"path"`
+			Tasks   []tasks.View `json:"tasks"`
+			Warning string       `json:"warning,omitempty"`
+		}{Path: e.board.Path(), Tasks: views}
+		if err != nil {
+			out.Warning = err.Error()
+		}
+		return enc.Encode(out)
 	}
 	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTATUS\tOWNER\tCLAIMED BY\tTITLE")

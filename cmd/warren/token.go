@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/mcp"
+	"github.com/warrenhq/warren/mcp/tokens"
 )
 
 func tokenCommand() *cli.Command {
@@ -28,7 +28,7 @@ func tokenCommand() *cli.Command {
 	}
 }
 
-func openTokens(c *cli.Context) (*mcp.TokenStore, func(), error) {
+func openTokens(c *cli.Context) (*tokens.Store, func(), error) {
 	dir, err := dataDir(c)
 	if err != nil {
 		return nil, nil, err
@@ -37,7 +37,7 @@ func openTokens(c *cli.Context) (*mcp.TokenStore, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ts, err := mcp.NewTokenStore(c.Context, db)
+	ts, err := tokens.Open(c.Context, db)
 	if err != nil {
 		db.Close()
 		return nil, nil, err

@@ -11,8 +11,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/sessions"
 )
 
 func usageCommand() *cli.Command {
@@ -69,7 +69,7 @@ func usageUser(c *cli.Context) (string, error) {
 	if u := c.String("user"); u != "" {
 		return u, nil
 	}
-	return mcp.LocalUser(), nil
+	return sessions.LocalUser(), nil
 }
 
 func runUsageReport(c *cli.Context) error {
@@ -77,9 +77,9 @@ func runUsageReport(c *cli.Context) error {
 	if format != "table" && format != metering.FormatJSON && format != metering.FormatCSV {
 		return cli.Exit(fmt.Sprintf("--format %q: want table, json or csv", format), 2)
 	}
-	q, err := mcp.ReportQuery(c.String("group-by"), c.String("since"), c.String("until"))
+	q, err := metering.ParseReportQuery(c.String("group-by"), c.String("since"), c.String("until"))
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return err // invalid: exits 2 (see exitCode)
 	}
 	if q.User, err = usageUser(c); err != nil {
 		return err
@@ -115,9 +115,6 @@ func writeReportTable(out io.Writer, rep *metering.Report) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "%s\tRECORDS\tINPUT\tOUTPUT\tCACHED\tTOOL BYTES\tTOOL TOKENS\tCOST USD\t\n", rep.Query.GroupBy)
 	row := func(key string, t metering.Totals) {
-		if key == "" {
-			key = "(none)"
-		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.6f\t\n", key, t.Records, t.InputTokens, t.OutputTokens,
 			t.CachedTokens, t.ToolOutputBytes, t.ToolOutputTokens, float64(t.CostMicros)/1e6)
 	}
@@ -130,6 +127,10 @@ func writeReportTable(out io.Writer, rep *metering.Report) error {
 	}
 	if len(rep.UnpricedModels) > 0 {
 		fmt.Fprintf(out, "\n%d record(s) of models without a price cost 0: %v\n", rep.Total.UnpricedRecords, rep.UnpricedModels)
+	}
+	if rep.Total.EstimatedRecords > 0 {
+		fmt.Fprintf(out, "\n%d record(s), %d tokens, are estimates: the model server reported no usage\n",
+			rep.Total.EstimatedRecords, rep.Total.EstimatedTokens)
 	}
 	for _, a := range rep.Alerts {
 		fmt.Fprintf(out, "alert %s: %s\n", a.FiredAt.Format("2006-01-02 15:04"), a.Message)

@@ -104,6 +104,8 @@ var signature = object.Signature{Name: "warren", Email: "warren@localhost"}
 // where the base came from (e.g. the cloned commit) and goes in the commit
 // message.
 func (a *Audit) SetBase(ctx context.Context, dir, origin string) (string, error) {
+	ctx, span := tracer.Start(ctx, "workspace.set_base")
+	defer span.End()
 	h, err := a.commit(ctx, dir, "base: "+origin, nil)
 	if err != nil {
 		return "", err
@@ -120,6 +122,8 @@ func (a *Audit) SetBase(ctx context.Context, dir, origin string) (string, error)
 // Snapshot commits the current content of dir on the snapshots ref, with
 // the previous snapshot as parent, and returns the commit id.
 func (a *Audit) Snapshot(ctx context.Context, dir, reason string) (string, error) {
+	ctx, span := tracer.Start(ctx, "workspace.snapshot")
+	defer span.End()
 	var parents []plumbing.Hash
 	if ref, err := a.repo.Reference(SnapshotsRef, true); err == nil {
 		parents = append(parents, ref.Hash())

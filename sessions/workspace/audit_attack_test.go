@@ -237,7 +237,7 @@ func TestFIFOsInTheWorkspaceDoNotHangTheAudit(t *testing.T) {
 func TestTheWorkspaceCannotHideFilesFromTheAudit(t *testing.T) {
 	src, _, _ := gitRepo(t)
 	ws := filepath.Join(t.TempDir(), "ws")
-	p, err := Prepare(context.Background(), Spec{Source: src, Dir: ws})
+	p, err := Prepare(context.Background(), Spec{Source: src, Dir: ws, Policy: Policy{Local: true, Trusted: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	fdiff "github.com/go-git/go-git/v5/plumbing/format/diff"
+
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // Diff is a workspace compared with its base.
@@ -38,7 +40,7 @@ type FileChange struct {
 }
 
 // ErrNoBase is returned by Diff before SetBase.
-var ErrNoBase = errors.New("the workspace has no base snapshot")
+var ErrNoBase = errs.New(errs.Conflict, "the workspace has no base snapshot")
 
 // Diff compares the current content of dir with the base, everything
 // included but the operator's exclusions. maxPatch caps the patch text (0:
@@ -46,6 +48,8 @@ var ErrNoBase = errors.New("the workspace has no base snapshot")
 // file over Limits.DiffFileBytes is compared line by line, so a diff holds
 // about maxPatch plus two such files in memory.
 func (a *Audit) Diff(ctx context.Context, dir string, maxPatch int) (Diff, error) {
+	ctx, span := tracer.Start(ctx, "workspace.diff")
+	defer span.End()
 	ref, err := a.repo.Reference(BaseRef, true)
 	if err != nil {
 		return Diff{}, ErrNoBase

@@ -11,16 +11,12 @@ package workspace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // Mode says how a workspace is made.
@@ -38,7 +34,8 @@ const (
 
 // Spec describes a workspace to prepare.
 type Spec struct {
-	// Source is a git URL (https, http, ssh, file://), a local path, or "".
+	// Source is a git URL (https, http, ssh, git, file://), an scp-like
+	// address (git@host:path), a local path, or "".
 	Source string
 	// Mode is clone, bind or empty; "" infers it from Source.
 	Mode Mode
@@ -47,6 +44,9 @@ type Spec struct {
 	// Dir is where a clone or an empty workspace is made; it must not exist
 	// or be empty. Bind mode ignores it and uses Source.
 	Dir string
+	// Policy says which sources the caller may use; the zero Policy allows
+	// https URLs of public hosts only.
+	Policy Policy
 	// Progress receives human-readable progress lines; may be nil.
 	Progress io.Writer
 }
@@ -54,67 +54,37 @@ type Spec struct {
 // Prepared is the outcome of Prepare.
 type Prepared struct {
 	Mode Mode
-	// Dir is the absolute host path of the workspace.
+	// Dir is the absolute host path of the workspace; for a bind, the
+	// source resolved (no links).
 	Dir string
-	// Source is the normalised source (absolute path or URL).
+	// Source is the normalised source: the resolved path, file:// and the
+	// resolved path, or the URL.
 	Source string
 	// Commit is the checked-out commit of a clone ("" otherwise).
 	Commit string
 }
 
 // ErrInvalid marks a bad Spec; the message says what is wrong.
-var ErrInvalid = errors.New("invalid workspace")
+var ErrInvalid = errs.New(errs.Invalid, "invalid workspace")
 
 func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
 }
 
-// Infer fills in Mode from Source: URLs and local repositories are cloned,
-// other directories are bound, no source is empty.
-func (s Spec) Infer() (Spec, error) {
-	if s.Mode != "" {
-		switch s.Mode {
-		case Clone, Bind, Empty:
-		default:
-			return s, invalid("mode %q: use clone, bind or empty", s.Mode)
-		}
-		if s.Mode != Empty && s.Source == "" {
-			return s, invalid("mode %s needs a source", s.Mode)
-		}
-		if s.Mode == Empty && s.Source != "" {
-			return s, invalid("mode empty takes no source (got %q)", s.Source)
-		}
-		return s, nil
-	}
-	switch {
-	case s.Source == "":
-		s.Mode = Empty
-	case isURL(s.Source):
-		s.Mode = Clone
+// checkMode refuses a mode that does not go with the source.
+func (s Spec) checkMode() error {
+	switch s.Mode {
+	case "", Clone, Bind, Empty:
 	default:
-		fi, err := os.Stat(s.Source)
-		if err != nil {
-			return s, invalid("source %s: no such directory, and not a git URL", s.Source)
-		}
-		if !fi.IsDir() {
-			return s, invalid("source %s is a file, not a directory or repository", s.Source)
-		}
-		if _, err := os.Stat(filepath.Join(s.Source, ".git")); err == nil {
-			s.Mode = Clone
-		} else {
-			s.Mode = Bind
-		}
+		return invalid("mode %q: use clone, bind or empty", s.Mode)
 	}
-	return s, nil
-}
-
-func isURL(s string) bool {
-	for _, p := range []string{"https://", "http://", "ssh://", "file://", "git://"} {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
+	if s.Mode != "" && s.Mode != Empty && s.Source == "" {
+		return invalid("mode %s needs a source", s.Mode)
 	}
-	return strings.HasPrefix(s, "git@") && strings.Contains(s, ":")
+	if s.Mode == Empty && s.Source != "" {
+		return invalid("mode empty takes no source (got %q)", s.Source)
+	}
+	return nil
 }
 
 // validRef refuses refs git itself would refuse, and any that could be
@@ -135,35 +105,57 @@ func validRef(ref string) error {
 	return nil
 }
 
-// Prepare makes the workspace described by spec.
+// Prepare makes the workspace described by spec. The source is parsed,
+// checked against spec.Policy and, when local, opened and resolved before
+// anything is bound or copied.
 func Prepare(ctx context.Context, spec Spec) (Prepared, error) {
-	spec, err := spec.Infer()
-	if err != nil {
+	ctx, span := tracer.Start(ctx, "workspace.prepare")
+	defer span.End()
+	if err := spec.checkMode(); err != nil {
 		return Prepared{}, err
 	}
 	if err := validRef(spec.Ref); err != nil {
 		return Prepared{}, err
 	}
-	if spec.Ref != "" && spec.Mode != Clone {
-		return Prepared{}, invalid("ref %q needs a git source (mode clone)", spec.Ref)
-	}
-	switch spec.Mode {
-	case Bind:
-		dir, err := filepath.Abs(spec.Source)
-		if err != nil {
-			return Prepared{}, err
+	if spec.Source == "" {
+		if spec.Ref != "" {
+			return Prepared{}, invalid("ref %q needs a git source (mode clone)", spec.Ref)
 		}
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return Prepared{}, invalid("bind source %s is not a directory", spec.Source)
-		}
-		return Prepared{Mode: Bind, Dir: dir, Source: dir}, nil
-	case Empty:
 		if err := makeEmptyDir(spec.Dir); err != nil {
 			return Prepared{}, err
 		}
 		return Prepared{Mode: Empty, Dir: spec.Dir}, nil
 	}
-	return clone(ctx, spec)
+	src, err := ParseSource(spec.Source)
+	if err != nil {
+		return Prepared{}, err
+	}
+	if err := spec.Policy.check(src, spec.Mode); err != nil {
+		return Prepared{}, err
+	}
+	if !src.Local() {
+		return cloneRemote(ctx, spec, src)
+	}
+	d, err := OpenLocal(src.Path, spec.Policy)
+	if err != nil {
+		return Prepared{}, err
+	}
+	defer d.Close()
+	src.Path = d.Real
+	mode := spec.Mode
+	if mode == "" {
+		mode = Bind
+		if isRepo(d) {
+			mode = Clone
+		}
+	}
+	if spec.Ref != "" && mode != Clone {
+		return Prepared{}, invalid("ref %q needs a git source (mode clone)", spec.Ref)
+	}
+	if mode == Bind {
+		return Prepared{Mode: Bind, Dir: d.Real, Source: d.Real}, nil
+	}
+	return cloneLocal(ctx, spec, src, d)
 }
 
 func makeEmptyDir(dir string) error {
@@ -181,96 +173,4 @@ func makeEmptyDir(dir string) error {
 		return invalid("workspace directory %s is not empty", dir)
 	}
 	return nil
-}
-
-// clone copies the source into spec.Dir and checks out spec.Ref. Branches
-// and tags are fetched shallow (depth 1); a commit needs the history.
-func clone(ctx context.Context, spec Spec) (Prepared, error) {
-	source := spec.Source
-	if !isURL(source) {
-		abs, err := filepath.Abs(source)
-		if err != nil {
-			return Prepared{}, err
-		}
-		if _, err := git.PlainOpen(abs); err != nil {
-			return Prepared{}, invalid("source %s is not a git repository: %v", source, err)
-		}
-		source = abs
-	} else if u, err := url.Parse(source); err == nil && u.User != nil {
-		if _, hasPw := u.User.Password(); hasPw {
-			return Prepared{}, invalid("source URL carries a password; use a credential helper instead of putting secrets in the URL")
-		}
-	}
-	if err := makeEmptyDir(spec.Dir); err != nil {
-		return Prepared{}, err
-	}
-	progress := spec.Progress
-	if progress == nil {
-		progress = io.Discard
-	}
-	fmt.Fprintf(progress, "cloning %s\n", source)
-
-	var repo *git.Repository
-	var err error
-	tryShallow := func(name plumbing.ReferenceName) error {
-		repo, err = git.PlainCloneContext(ctx, spec.Dir, false, &git.CloneOptions{
-			URL: source, ReferenceName: name, SingleBranch: true, Depth: 1,
-			Progress: progress, Tags: git.NoTags,
-		})
-		if err != nil {
-			os.RemoveAll(spec.Dir)
-			_ = os.MkdirAll(spec.Dir, 0o755)
-		}
-		return err
-	}
-	switch {
-	case spec.Ref == "":
-		err = tryShallow("")
-	default:
-		err = tryShallow(plumbing.NewBranchReferenceName(spec.Ref))
-		if err != nil && ctx.Err() == nil {
-			err = tryShallow(plumbing.NewTagReferenceName(spec.Ref))
-		}
-		if err != nil && ctx.Err() == nil {
-			repo, err = cloneAtCommit(ctx, spec, source, progress)
-		}
-	}
-	if err != nil {
-		os.RemoveAll(spec.Dir)
-		if ctx.Err() != nil {
-			return Prepared{}, fmt.Errorf("clone %s: %w", source, ctx.Err())
-		}
-		if spec.Ref != "" {
-			return Prepared{}, invalid("ref %q is not a branch, tag or commit of %s", spec.Ref, source)
-		}
-		return Prepared{}, fmt.Errorf("clone %s: %w", source, err)
-	}
-	head, err := repo.Head()
-	if err != nil {
-		return Prepared{}, fmt.Errorf("clone %s: %w", source, err)
-	}
-	fmt.Fprintf(progress, "checked out %s\n", head.Hash())
-	return Prepared{Mode: Clone, Dir: spec.Dir, Source: source, Commit: head.Hash().String()}, nil
-}
-
-// cloneAtCommit fetches the whole history and checks out a commit.
-func cloneAtCommit(ctx context.Context, spec Spec, source string, progress io.Writer) (*git.Repository, error) {
-	repo, err := git.PlainCloneContext(ctx, spec.Dir, false, &git.CloneOptions{
-		URL: source, NoCheckout: true, Progress: progress,
-	})
-	if err != nil {
-		return nil, err
-	}
-	hash, err := repo.ResolveRevision(plumbing.Revision(spec.Ref))
-	if err != nil {
-		return nil, err
-	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		return nil, err
-	}
-	if err := wt.Checkout(&git.CheckoutOptions{Hash: *hash, Force: true}); err != nil {
-		return nil, err
-	}
-	return repo, nil
 }

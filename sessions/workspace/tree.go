@@ -165,7 +165,7 @@ func (wk *walk) dir(fd int, rel []string, depth int) (plumbing.Hash, error) {
 				tree.Entries = append(tree.Entries, e)
 			}
 		}
-		if rerr == io.EOF || len(names) == 0 {
+		if errors.Is(rerr, io.EOF) || len(names) == 0 {
 			break
 		}
 		if rerr != nil {

@@ -11,6 +11,9 @@ import (
 	"github.com/warrenhq/warren/sessions/workspace/gittest"
 )
 
+// operator is the policy of the host's operator: every source.
+var operator = Policy{Local: true, Trusted: true}
+
 func gitRepo(t *testing.T) (dir, first, second string) { return gittest.Repo(t) }
 
 func write(t *testing.T, dir, name, content string) { gittest.Write(t, dir, name, content) }
@@ -29,7 +32,7 @@ func TestCloneByPathAndURL(t *testing.T) {
 	before := read(t, filepath.Join(src, ".git", "HEAD"))
 	for _, source := range []string{src, "file://" + src} {
 		dir := filepath.Join(t.TempDir(), "ws")
-		p, err := Prepare(context.Background(), Spec{Source: source, Dir: dir})
+		p, err := Prepare(context.Background(), Spec{Source: source, Dir: dir, Policy: operator})
 		if err != nil {
 			t.Fatalf("Prepare(%s): %v", source, err)
 		}
@@ -56,7 +59,7 @@ func TestCloneRefs(t *testing.T) {
 	for _, c := range cases {
 		dir := filepath.Join(t.TempDir(), "ws")
 		var progress strings.Builder
-		p, err := Prepare(context.Background(), Spec{Source: src, Ref: c.ref, Dir: dir, Progress: &progress})
+		p, err := Prepare(context.Background(), Spec{Source: src, Ref: c.ref, Dir: dir, Progress: &progress, Policy: operator})
 		if err != nil {
 			t.Fatalf("ref %s: %v", c.ref, err)
 		}
@@ -86,6 +89,7 @@ func TestPrepareBadInput(t *testing.T) {
 		{Source: "https://user:secret@example.invalid/repo.git", Dir: filepath.Join(t.TempDir(), "d")},
 	}
 	for _, spec := range cases {
+		spec.Policy = operator
 		_, err := Prepare(context.Background(), spec)
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("Prepare(%+v) = %v, want ErrInvalid", spec, err)
@@ -100,7 +104,7 @@ func TestPrepareBadInput(t *testing.T) {
 
 func TestBindAndEmpty(t *testing.T) {
 	plain := t.TempDir()
-	p, err := Prepare(context.Background(), Spec{Source: plain})
+	p, err := Prepare(context.Background(), Spec{Source: plain, Policy: operator})
 	if err != nil || p.Mode != Bind || p.Dir != plain {
 		t.Fatalf("bind: %+v %v", p, err)
 	}
@@ -117,7 +121,7 @@ func TestBindAndEmpty(t *testing.T) {
 func TestDiffAgainstBase(t *testing.T) {
 	src, _, _ := gitRepo(t)
 	dir := filepath.Join(t.TempDir(), "ws")
-	p, err := Prepare(context.Background(), Spec{Source: src, Dir: dir})
+	p, err := Prepare(context.Background(), Spec{Source: src, Dir: dir, Policy: operator})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,10 @@ type Reply struct {
 	PromptTokens int64
 	// Delay is slept between text deltas (streams that arrive slowly).
 	Delay time.Duration
+	// Hold, when set, makes a streamed answer wait for it before its last
+	// text delta (or until the client goes away): tests see the first
+	// deltas arrive while the answer is provably not finished.
+	Hold <-chan struct{}
 }
 
 // Request is what the server received.
@@ -190,7 +194,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		prompt = int64(len(b)) / 4
 	}
 	if req.Stream {
-		s.stream(w, req, reply, prompt)
+		if !s.stream(w, r, req, reply, prompt) {
+			return
+		}
 	} else {
 		s.complete(w, reply, prompt)
 	}
@@ -239,7 +245,8 @@ func (s *Server) complete(w http.ResponseWriter, reply Reply, prompt int64) {
 		"usage":   s.usage(prompt, reply)})
 }
 
-func (s *Server) stream(w http.ResponseWriter, req Request, reply Reply, prompt int64) {
+// stream writes a streamed answer; false means the client went away.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, reply Reply, prompt int64) bool {
 	w.Header().Set("Content-Type", "text/event-stream")
 	fl, _ := w.(http.Flusher)
 	send := func(v any) {
@@ -254,9 +261,17 @@ func (s *Server) stream(w http.ResponseWriter, req Request, reply Reply, prompt 
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
 	}
 	send(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-	for _, piece := range split(reply.Text, 3) {
+	pieces := split(reply.Text, 3)
+	for i, piece := range pieces {
 		if reply.Delay > 0 {
 			time.Sleep(reply.Delay)
+		}
+		if reply.Hold != nil && i == len(pieces)-1 {
+			select {
+			case <-reply.Hold:
+			case <-r.Context().Done():
+				return false
+			}
 		}
 		send(chunk(map[string]any{"content": piece}, nil))
 	}
@@ -281,6 +296,7 @@ func (s *Server) stream(w http.ResponseWriter, req Request, reply Reply, prompt 
 		send(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": []any{}, "usage": s.usage(prompt, reply)})
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
+	return true
 }
 
 // split cuts s into at most n pieces of about equal size (by bytes; the

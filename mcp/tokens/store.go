@@ -1,4 +1,11 @@
-package mcp
+// Package tokens keeps the bearer tokens of warren's HTTP transport: a
+// token is shown once when made and stored only as its SHA-256 hash, in
+// the database's "auth" tables (the component keeps that name so that
+// databases written before this package existed upgrade in place).
+//
+// It lives under mcp because the HTTP transport is its one user; it
+// imports nothing of mcp, so the CLI and the console's login can use it.
+package tokens
 
 import (
 	"context"
@@ -12,13 +19,15 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 //go:embed migrations/*.sql
 var authMigrations embed.FS
 
-// TokenStore keeps hashed bearer tokens in SQLite (component "auth").
-type TokenStore struct {
+// Store keeps hashed bearer tokens in SQLite (component "auth").
+type Store struct {
 	db *sql.DB
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
@@ -51,8 +60,8 @@ type cachedToken struct {
 	checked  time.Time
 }
 
-// TokenInfo describes a stored token; the token itself is never stored.
-type TokenInfo struct {
+// Info describes a stored token; the token itself is never stored.
+type Info struct {
 	ID        string
 	User      string
 	Prefix    string
@@ -64,12 +73,12 @@ type TokenInfo struct {
 // ErrBadToken is returned for a missing, unknown or revoked token.
 var ErrBadToken = errors.New("invalid or revoked token")
 
-// NewTokenStore applies the auth migrations and returns the store.
-func NewTokenStore(ctx context.Context, db *sql.DB) (*TokenStore, error) {
+// Open applies the token tables' migrations and returns the store.
+func Open(ctx context.Context, db *sql.DB) (*Store, error) {
 	if err := migrateAuth(ctx, db); err != nil {
 		return nil, err
 	}
-	return &TokenStore{db: db, Now: time.Now, cache: map[string]cachedToken{}, used: map[string]time.Time{},
+	return &Store{db: db, Now: time.Now, cache: map[string]cachedToken{}, used: map[string]time.Time{},
 		stop: make(chan struct{}), stopped: make(chan struct{})}, nil
 }
 
@@ -79,28 +88,28 @@ func hashToken(tok string) string {
 }
 
 // Create makes a token for user and returns it: the only time it is seen.
-func (s *TokenStore) Create(ctx context.Context, user string) (token string, info TokenInfo, err error) {
+func (s *Store) Create(ctx context.Context, user string) (token string, info Info, err error) {
 	if user == "" {
-		return "", TokenInfo{}, fmt.Errorf("create token: a user name is required")
+		return "", Info{}, fmt.Errorf("create token: a user name is required")
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", TokenInfo{}, fmt.Errorf("create token: %w", err)
+		return "", Info{}, fmt.Errorf("create token: %w", err)
 	}
 	token = "wrn_" + base64.RawURLEncoding.EncodeToString(b[:])
 	var idb [4]byte
 	_, _ = rand.Read(idb[:])
-	info = TokenInfo{ID: "t-" + hex.EncodeToString(idb[:]), User: user, Prefix: token[:10], CreatedAt: s.Now().UTC()}
+	info = Info{ID: "t-" + hex.EncodeToString(idb[:]), User: user, Prefix: token[:10], CreatedAt: s.Now().UTC()}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO auth_tokens (id, user, hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)`,
 		info.ID, user, hashToken(token), info.Prefix, info.CreatedAt.UnixMilli())
 	if err != nil {
-		return "", TokenInfo{}, fmt.Errorf("store token: %w", err)
+		return "", Info{}, fmt.Errorf("store token: %w", err)
 	}
 	return token, info, nil
 }
 
 // Authenticate returns the user of token, or ErrBadToken.
-func (s *TokenStore) Authenticate(ctx context.Context, token string) (string, error) {
+func (s *Store) Authenticate(ctx context.Context, token string) (string, error) {
 	if token == "" {
 		return "", ErrBadToken
 	}
@@ -131,14 +140,14 @@ func (s *TokenStore) Authenticate(ctx context.Context, token string) (string, er
 }
 
 // markUsed notes a token's use for the next flush.
-func (s *TokenStore) markUsed(id string, at time.Time) {
+func (s *Store) markUsed(id string, at time.Time) {
 	s.mu.Lock()
 	s.used[id] = at
 	s.mu.Unlock()
 	s.flusher.Do(func() { go s.flushLoop() })
 }
 
-func (s *TokenStore) flushLoop() {
+func (s *Store) flushLoop() {
 	defer close(s.stopped)
 	t := time.NewTicker(flushEvery)
 	defer t.Stop()
@@ -155,7 +164,7 @@ func (s *TokenStore) flushLoop() {
 
 // flush writes the pending last uses in one transaction; on failure they
 // stay pending.
-func (s *TokenStore) flush(ctx context.Context) error {
+func (s *Store) flush(ctx context.Context) error {
 	s.mu.Lock()
 	pending := s.used
 	s.used = map[string]time.Time{}
@@ -176,7 +185,7 @@ func (s *TokenStore) flush(ctx context.Context) error {
 	return err
 }
 
-func (s *TokenStore) writeUses(ctx context.Context, uses map[string]time.Time) error {
+func (s *Store) writeUses(ctx context.Context, uses map[string]time.Time) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("record token use: %w", err)
@@ -196,7 +205,7 @@ func (s *TokenStore) writeUses(ctx context.Context, uses map[string]time.Time) e
 
 // Close stops the background writer and writes the last uses still
 // pending. Call it before closing the database.
-func (s *TokenStore) Close() error {
+func (s *Store) Close() error {
 	started := true
 	s.flusher.Do(func() { started = false })
 	if started {
@@ -208,23 +217,23 @@ func (s *TokenStore) Close() error {
 	return s.flush(ctx)
 }
 
-func (s *TokenStore) forget(hash string) {
+func (s *Store) forget(hash string) {
 	s.mu.Lock()
 	delete(s.cache, hash)
 	s.mu.Unlock()
 }
 
 // List returns every token, revoked ones included, oldest first.
-func (s *TokenStore) List(ctx context.Context) ([]TokenInfo, error) {
+func (s *Store) List(ctx context.Context) ([]Info, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, user, prefix, created_at, COALESCE(last_used_at, 0), revoked_at IS NOT NULL
 		FROM auth_tokens ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}
 	defer rows.Close()
-	var out []TokenInfo
+	var out []Info
 	for rows.Next() {
-		var t TokenInfo
+		var t Info
 		var created, used int64
 		if err := rows.Scan(&t.ID, &t.User, &t.Prefix, &created, &used, &t.Revoked); err != nil {
 			return nil, fmt.Errorf("list tokens: %w", err)
@@ -239,7 +248,7 @@ func (s *TokenStore) List(ctx context.Context) ([]TokenInfo, error) {
 }
 
 // Active counts tokens that are not revoked.
-func (s *TokenStore) Active(ctx context.Context) (int, error) {
+func (s *Store) Active(ctx context.Context) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM auth_tokens WHERE revoked_at IS NULL`).Scan(&n)
 	if err != nil {
@@ -249,7 +258,7 @@ func (s *TokenStore) Active(ctx context.Context) (int, error) {
 }
 
 // Revoke revokes the token with id (or whose prefix is id).
-func (s *TokenStore) Revoke(ctx context.Context, id string) error {
+func (s *Store) Revoke(ctx context.Context, id string) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE auth_tokens SET revoked_at = ? WHERE (id = ? OR prefix = ?) AND revoked_at IS NULL`,
 		s.Now().UTC().UnixMilli(), id, id)
 	if err != nil {
@@ -264,38 +273,8 @@ func (s *TokenStore) Revoke(ctx context.Context, id string) error {
 	return nil
 }
 
-// migrateAuth applies the auth migrations, each in its own transaction,
-// under the shared schema_versions convention.
+// migrateAuth applies the token store's embedded migrations the database
+// does not have yet (see package sqlschema).
 func migrateAuth(ctx context.Context, db *sql.DB) error {
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_versions (
-		component TEXT PRIMARY KEY,
-		version INTEGER NOT NULL
-	)`); err != nil {
-		return fmt.Errorf("create schema_versions: %w", err)
-	}
-	body, err := authMigrations.ReadFile("migrations/001_tokens.sql")
-	if err != nil {
-		return err
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin auth migration: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	var v int
-	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_versions WHERE component = 'auth'`).Scan(&v)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("read auth schema version: %w", err)
-	}
-	if v >= 1 {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-		return fmt.Errorf("apply auth migration 001: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_versions (component, version) VALUES ('auth', 1)
-		ON CONFLICT (component) DO UPDATE SET version = excluded.version`); err != nil {
-		return fmt.Errorf("record auth schema version: %w", err)
-	}
-	return tx.Commit()
+	return sqlschema.Migrate(ctx, db, "auth", authMigrations, "migrations")
 }

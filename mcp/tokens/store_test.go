@@ -1,4 +1,4 @@
-package mcp
+package tokens
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func openTestDB(t *testing.T) *sql.DB {
 func TestTokensAuthenticateAndRevoke(t *testing.T) {
 	ctx := context.Background()
 	db := openTestDB(t)
-	server, err := NewTokenStore(ctx, db)
+	server, err := Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestTokensAuthenticateAndRevoke(t *testing.T) {
 	}
 
 	// Revoked by another process (the CLI): refused once the cache expires.
-	cli, err := NewTokenStore(ctx, db)
+	cli, err := Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestAuthenticateDoesNotWaitForTheDatabaseLock(t *testing.T) {
 		return db
 	}
 	db := open()
-	store, err := NewTokenStore(ctx, db)
+	store, err := Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}

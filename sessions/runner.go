@@ -1,0 +1,64 @@
+package sessions
+
+import (
+	"context"
+
+	"github.com/warrenhq/warren/sandbox"
+)
+
+// Runner is what a session needs from whatever runs its commands: the seam
+// between a session and where its workspace lives. Today's runner is the
+// local bwrap jail, a *sandbox.Shell (LocalRunner); a runner elsewhere than
+// this host (a small warren process inside a pod, reached over one
+// persistent connection) is another implementation of this interface, set
+// in Config.NewRunner, not a change to the manager.
+//
+// Only the shell is behind it yet. What a session does to its workspace
+// joins it as it moves off the host: reading, writing and editing files
+// (today in the MCP layer, with os.Root and ACL grants on the host), walking
+// and snapshotting the tree (sessions/workspace), and suspend and resume of
+// the whole workspace. Methods take a context where they may cross a
+// network; the ones below that do not yet are the local shell's, kept as
+// they are.
+type Runner interface {
+	// Exec runs command in the persistent shell and waits for it, up to
+	// opts.Timeout; cancelling ctx interrupts the command, not the shell.
+	// It queues behind a running command (fails with sandbox.ErrBusy under
+	// opts.NoWait) and starts the shell with its saved state if it is not
+	// running.
+	Exec(ctx context.Context, command string, opts sandbox.ExecOptions) (sandbox.Result, error)
+	// Busy reports whether a command is running.
+	Busy() bool
+	// Background reports whether processes a finished command left behind
+	// are still running.
+	Background() bool
+	// StopAll ends every process of the shell (note says why, in its
+	// output) and reports whether there were any.
+	StopAll(note string) bool
+	// State is the shell's cwd and exported variables, saved by the
+	// manager so that a restarted shell resumes where it was.
+	State() sandbox.State
+	// Running reports whether the shell's process is up.
+	Running() bool
+	// Stop ends the shell's process, keeping its state: the next Exec
+	// starts it again (how an idle or paused session is suspended).
+	Stop()
+	// Close ends the shell for good; Exec then fails with sandbox.ErrClosed.
+	Close() error
+	// LimitFileSize caps the size of any file a command writes.
+	LimitFileSize(n int64)
+	// Owner is the uid and gid that the workspace's files are made by.
+	Owner() (uid, gid int)
+}
+
+// NewRunner makes the runner of a session from its jail profile and
+// options (saved state, what to do after each command); nothing starts
+// until the first Exec.
+type NewRunner func(p sandbox.Profile, opts sandbox.Options) (Runner, error)
+
+// LocalRunner runs a session's commands in a bwrap jail on this host.
+func LocalRunner(p sandbox.Profile, opts sandbox.Options) (Runner, error) {
+	return sandbox.NewShell(p, opts)
+}
+
+var _ Runner = (*sandbox.Shell)(nil)

@@ -1,0 +1,196 @@
+package workspace
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Policy says which sources a caller may use. The zero Policy is the
+// strictest: https URLs of public hosts only.
+type Policy struct {
+	// Local allows paths of this host and file:// URLs, and with them bind
+	// mode. A path is a window onto the host's files: only callers the
+	// operator trusts with them get it.
+	Local bool
+	// Trusted callers are the host's operator (stdio, the CLI, HTTP with
+	// --auth none on loopback): every scheme, every address, the server's
+	// own ssh agent and proxy settings. Others get https to public
+	// addresses only, checked on the address actually dialed.
+	Trusted bool
+	// DataDir is the server's data directory, resolved: no local source
+	// may be it, be inside it or contain it (it holds the token database
+	// and every other session's workspace and audit).
+	DataDir string
+	// NoRootOwned refuses local sources owned by root: set for callers who
+	// are not the operator when the server runs as root, so that a token
+	// holder cannot have root's own trees handed to a jail.
+	NoRootOwned bool
+
+	// allowLoopback lets this package's tests clone from an httptest server
+	// on 127.0.0.1 under an untrusted policy; nothing else is relaxed.
+	allowLoopback bool
+}
+
+// check decides whether the caller may use src in mode, before anything
+// is opened.
+func (p Policy) check(src Source, mode Mode) error {
+	if src.Local() {
+		if !p.Local {
+			return invalid("source %q is a path on the server's host, and this server only accepts remote git "+
+				"URLs (https); its operator can allow local paths with --allow-local-sources", src.Raw)
+		}
+		return nil
+	}
+	if mode == Bind {
+		return invalid("source %s is a URL, and bind works in a directory of the server in place: use mode clone "+
+			"to copy the repository", displayURL(src))
+	}
+	if p.Trusted {
+		return nil
+	}
+	switch src.URL.Scheme {
+	case "https":
+	case "ssh":
+		return invalid("source %s: ssh URLs are not accepted over this server's HTTP transport, because the clone "+
+			"would log in with the server's own ssh keys; use the repository's https URL", displayURL(src))
+	default:
+		return invalid("source %s: %s:// is not accepted over this server's HTTP transport; use the repository's https URL",
+			displayURL(src), src.URL.Scheme)
+	}
+	return nil
+}
+
+// systemTrees are directories that belong to the operating system, its
+// configuration, the kernel's interfaces, runtime state or root's home:
+// neither they nor anything under them is a workspace. /var is refused as
+// a whole: it holds package databases, logs, mail, spools and other
+// services' state, and warren's own default data directory when root.
+var systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/nix",
+	"/proc", "/root", "/run", "/sbin", "/snap", "/sys", "/usr", "/var"}
+
+// systemDir says why a resolved directory is not a workspace, or "".
+// The root and every top-level directory are refused too (/home, /tmp,
+// /srv, /opt, /mnt hold everyone's trees); directories under those are
+// people's own.
+func systemDir(real string) string {
+	if real == "/" || strings.Count(real, "/") == 1 {
+		return real + " is a system directory"
+	}
+	for _, t := range systemTrees {
+		if real == t || strings.HasPrefix(real, t+"/") {
+			return real + " is a system directory (under " + t + ")"
+		}
+	}
+	return ""
+}
+
+// under reports whether p is dir or inside it.
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// LocalDir is a local directory opened (without O_NOFOLLOW: links are
+// followed) and resolved through its descriptor, so that what is checked
+// is the directory itself, not a path someone can change afterwards.
+type LocalDir struct {
+	fd   int
+	Real string
+	Uid  uint32
+}
+
+// Close releases the descriptor.
+func (d *LocalDir) Close() { unix.Close(d.fd) }
+
+// procPath names the opened directory itself, whatever its path now.
+func (d *LocalDir) procPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd) }
+
+// OpenLocal opens dir (relative paths against the working directory),
+// resolves it and checks it against p: a local source must be a directory
+// that is not a system directory, not the data directory's relative, and
+// not root's when p says so. The caller closes it.
+func OpenLocal(dir string, p Policy) (*LocalDir, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, invalid("source %s: %v", dir, err)
+	}
+	fd, err := unix.Open(abs, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, invalid("source %s: no such directory (%v)", dir, err)
+	}
+	d := &LocalDir{fd: fd}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("source %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		d.Close()
+		return nil, invalid("source %s is not a directory", dir)
+	}
+	d.Uid = st.Uid
+	if d.Real, err = os.Readlink(d.procPath()); err != nil || !strings.HasPrefix(d.Real, "/") {
+		d.Close()
+		return nil, invalid("source %s: cannot tell where it is (%v)", dir, err)
+	}
+	if err := p.checkDir(dir, d, &st); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// checkDir applies the rules to an opened directory.
+func (p Policy) checkDir(asked string, d *LocalDir, st *unix.Stat_t) error {
+	shown := asked
+	if asked != d.Real {
+		shown = asked + " (" + d.Real + ")"
+	}
+	if why := systemDir(d.Real); why != "" {
+		return invalid("source %s: %s; use a directory of your own", shown, why)
+	}
+	if p.DataDir != "" && (under(d.Real, p.DataDir) || under(p.DataDir, d.Real)) {
+		return invalid("source %s is or holds warren's data directory %s, where other sessions and the "+
+			"server's database live; use a directory outside it", shown, p.DataDir)
+	}
+	if p.NoRootOwned && d.Uid == 0 {
+		return invalid("source %s belongs to root: over HTTP warren works only in directories that belong to a "+
+			"user; its operator can chown it to one, or bind it for everyone with --workspace", shown)
+	}
+	// The path must still name what was opened: a rename between the open
+	// and the readlink would otherwise leave a checked path that is not
+	// the opened directory.
+	var now unix.Stat_t
+	if err := unix.Stat(d.Real, &now); err != nil || now.Dev != st.Dev || now.Ino != st.Ino {
+		return invalid("source %s changed while it was checked; try again", shown)
+	}
+	return nil
+}
+
+// CheckDir resolves a stored workspace and checks it against p: what a
+// session's every use does, so that a row from an older version, or a
+// path whose links changed since, is refused before any file is touched.
+// It returns the resolved path.
+func CheckDir(dir string, p Policy) (string, error) {
+	d, err := OpenLocal(dir, p)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	return d.Real, nil
+}
+
+// Resolve returns where dir really is, links resolved through an opened
+// descriptor.
+func Resolve(dir string) (string, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+}
