@@ -44,6 +44,9 @@ type consoleSession struct {
 	user     string
 	token    string // "" for a session opened with a login code
 	lastUsed time.Time
+	// ended says why the session ended while its cookie lives on (its
+	// token was revoked): every later request gets the same reason.
+	ended string
 }
 
 // ErrLoggedOut is returned for a cookie whose session has ended (logged
@@ -141,19 +144,25 @@ func (l *logins) user(ctx context.Context, id string) (string, error) {
 		delete(l.sessions, key)
 		ok = false
 	}
-	var user, token string
+	var user, token, ended string
 	if ok {
 		s.lastUsed = now
-		user, token = s.user, s.token
+		user, token, ended = s.user, s.token, s.ended
 	}
 	l.mu.Unlock()
 	if !ok {
 		return "", ErrLoggedOut
 	}
+	if ended != "" {
+		return "", errors.New(ended)
+	}
 	if token != "" {
 		if _, err := l.tokens.Authenticate(ctx, token); err != nil {
-			l.end(id)
-			return "", errors.New("the token this console signed in with was revoked: sign in again")
+			const revoked = "the token this console signed in with was revoked: sign in again"
+			l.mu.Lock()
+			s.ended, s.token = revoked, ""
+			l.mu.Unlock()
+			return "", errors.New(revoked)
 		}
 	}
 	return user, nil

@@ -32,6 +32,17 @@ func gitRepo(t *testing.T) string {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
+	// Over HTTP warren works only in directories that belong to a user,
+	// not root: the repository is a user's, as it would be.
+	err := filepath.Walk(repo, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 1000, 1000)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return repo
 }
 
