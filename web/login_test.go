@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -198,6 +199,36 @@ func TestPagesCarryASecurityPolicy(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode == 200 {
 			t.Fatalf("GET %s: 200", p)
+		}
+	}
+}
+
+// With Options.Dir (serve http --console-dir) the files come from disk,
+// read again on every request, so a rebuild shows without a restart.
+func TestDevelopmentDirIsServedFromDisk(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) {
+		if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("first build")
+	c, err := New(Options{Dir: dir, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(c)
+	defer ts.Close()
+	for _, want := range []string{"first build", "second build"} {
+		write(want)
+		resp, err := http.Get(ts.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != want || resp.Header.Get("Cache-Control") != "no-cache" {
+			t.Fatalf("GET / = %q (%s), want %q, not cached", b, resp.Header.Get("Cache-Control"), want)
 		}
 	}
 }
