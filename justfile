@@ -20,6 +20,10 @@ deps:
       if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq git;
       else echo "git is missing: run 'sudo apt-get install -y git'" >&2; exit 1; fi
     fi
+    if ! command -v chromium >/dev/null; then
+      if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-liberation;
+      else echo "chromium (the console's browser tests) is missing: run 'sudo apt-get install -y --no-install-recommends chromium fonts-liberation'" >&2; exit 1; fi
+    fi
 
 # Build the warren binary into bin/.
 build:
@@ -29,9 +33,10 @@ build:
 serve *ARGS: deps build
     ./{{bin}} serve {{ if ARGS == "" { "stdio --workspace ." } else { ARGS } }}
 
-# Run every test against real jails, SQLite and git.
+# Run every test against real jails, SQLite and git (the console's in headless Chromium).
 test: deps
     just conformance
+    just web-check
     go test -count=1 -timeout 20m ./...
 
 # Run the official MCP conformance suite, 0.1.16 and the newest published, against `serve http --auth none` (installs Node 22 into bin/).
@@ -57,6 +62,29 @@ bench-sessions: deps
 # Task board: claim and update p50 on a board of 1,000 tasks and 1 MB, against the 5 ms target (fails when over).
 bench-tasks:
     go test -run '^$' -bench BoardOps -benchtime 1x ./tasks/
+
+# Build the web console (web/src, TypeScript) into web/dist, which the binary embeds; commit the result.
+web-build:
+    cd web && npm ci --no-audit --no-fund && node build.mjs
+
+# Rebuild the console and fail if web/dist differs from what is committed.
+web-check: web-build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ -n "$(git status --porcelain -- web/dist)" ]; then
+      git status --short -- web/dist
+      echo "web/dist does not match its sources: run 'just web-build' and commit web/dist" >&2
+      exit 1
+    fi
+
+# Rebuild the console on every change and serve it from disk (open the printed Web console link).
+web-watch: build
+    cd web && npm ci --no-audit --no-fund
+    (cd web && node build.mjs --watch) & ./{{bin}} serve http --console-dir web/dist
+
+# Run the console's browser tests (headless Chromium) and rewrite the screenshots in docs/console/.
+web-screenshots: deps
+    WARREN_SCREENSHOTS=docs/console go test -count=1 -run 'TestConsole' ./cmd/warren/
 
 # gofmt and go vet must be clean.
 lint:

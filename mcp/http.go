@@ -41,6 +41,18 @@ type HTTPOptions struct {
 	// Ready, when set, is served at /readyz without authentication, like
 	// /healthz: it says only whether the server can work, and why not.
 	Ready http.Handler
+	// Console, when set, is served at / and may authenticate /mcp
+	// requests itself (the web console's session cookie).
+	Console Console
+}
+
+// Console is the web console as the HTTP transport mounts it (package web).
+type Console interface {
+	http.Handler // its pages and login, at every path but /mcp and /healthz
+	// MCP wraps the MCP endpoint: bearer authenticates bearer tokens;
+	// open is the endpoint behind that check, for requests the console
+	// authenticated (with the user in the context).
+	MCP(bearer, open http.Handler) http.Handler
 }
 
 // DefaultBodyTimeout is how long a request body may take to arrive: the
@@ -83,11 +95,13 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	for _, p := range []string{"/register", "/authorize", "/token"} {
 		mux.HandleFunc(p, noOAuth)
 	}
-	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins,
-		bodyDeadline(opts.BodyTimeout,
-			s.authenticate(opts,
-				s.owners.requireOwnSession(
-					readBody(opts.BodyTimeout, streamable))))))
+	endpoint := s.owners.requireOwnSession(readBody(opts.BodyTimeout, streamable))
+	authed := s.authenticate(opts, endpoint)
+	if opts.Console != nil {
+		authed = opts.Console.MCP(authed, endpoint)
+		mux.Handle("/", opts.Console)
+	}
+	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins, bodyDeadline(opts.BodyTimeout, authed)))
 	return mux
 }
 

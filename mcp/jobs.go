@@ -13,6 +13,7 @@ import (
 
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/events"
 )
 
 // job is one command of a session. It runs on a context of its own, not
@@ -33,10 +34,11 @@ type job struct {
 
 	// mu protects the fields below.
 	mu       sync.Mutex
-	pending  [2][]byte // output not yet returned to the caller, tail kept
-	dropped  [2]int64  // bytes dropped from the front of pending
-	yielded  bool      // a call returned before the end: it is left running as a job
-	listener *progress // the call currently waiting, for progress
+	pending  [2][]byte      // output not yet returned to the caller, tail kept
+	dropped  [2]int64       // bytes dropped from the front of pending
+	yielded  bool           // a call returned before the end: it is left running as a job
+	listener *progress      // the call currently waiting, for progress
+	log      *events.Stream // the activity log's recorder of the output, or nil
 	finished time.Time
 }
 
@@ -61,6 +63,21 @@ func (j *job) take() (out [2][]byte, dropped [2]int64) {
 	out, dropped = j.pending, j.dropped
 	j.pending, j.dropped = [2][]byte{}, [2]int64{}
 	return out, dropped
+}
+
+// setLog attaches the activity log's recorder of j's output.
+func (j *job) setLog(s *events.Stream) {
+	j.mu.Lock()
+	j.log = s
+	j.mu.Unlock()
+}
+
+// closeLog flushes j's output into the activity log (j has ended).
+func (j *job) closeLog() {
+	j.mu.Lock()
+	s := j.log
+	j.mu.Unlock()
+	s.Close()
 }
 
 func (j *job) setListener(p *progress) {
@@ -137,6 +154,9 @@ func (js *jobs) start(reqCtx context.Context, owner string, s *sessions.Session,
 	j := &job{id: "j-" + hex.EncodeToString(b[:]), owner: owner, session: s, shell: sh, command: command,
 		opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	j.opts.OnOutput = j.output
+	if also := opts.OnOutput; also != nil { // the activity log's recorder
+		j.opts.OnOutput = func(s sandbox.Stream, chunk []byte) { j.output(s, chunk); also(s, chunk) }
+	}
 	js.byID[j.id] = j
 	js.lines[s.ID] = append(js.lines[s.ID], j)
 	go js.run(j)

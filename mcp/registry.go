@@ -16,6 +16,7 @@ import (
 
 	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/events"
 	"github.com/warrenhq/warren/tasks"
 )
 
@@ -37,6 +38,7 @@ type deps struct {
 	sessions *sessions.Manager
 	tasks    *tasks.Board    // nil: the tasks toolset is not served
 	meter    *metering.Meter // nil: the usage toolset is not served, nothing is metered
+	events   *events.Log     // nil: session_watch is not served, no activity is logged
 	usage    *usageQueue     // tool-output records on their way to meter
 	jobs     *jobs
 	notes    *notifier
@@ -55,7 +57,7 @@ func allTools(d *deps) []Tool {
 	return plainOutputSchemas([]Tool{
 		shellExec(d), shellWait(d), shellKill(d),
 		readFile(d), writeFile(d), editFile(d),
-		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d), sessionNetworkLog(d),
+		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d), sessionWatch(d), sessionNetworkLog(d),
 		taskList(d), taskClaim(d), taskUpdate(d), taskAdd(d),
 		usageReport(d), usageRecord(d),
 		agentRun(d),
@@ -67,7 +69,8 @@ func allTools(d *deps) []Tool {
 func servedTools(all []Tool, d *deps) []Tool {
 	var out []Tool
 	for _, t := range all {
-		if (t.Toolset == "tasks" && d.tasks == nil) || (t.Toolset == "usage" && d.meter == nil) || (t.Toolset == "agent" && d.agent == nil) {
+		if (t.Toolset == "tasks" && d.tasks == nil) || (t.Toolset == "usage" && d.meter == nil) || (t.Toolset == "agent" && d.agent == nil) ||
+			(t.Tool.Name == "session_watch" && d.events == nil) {
 			continue
 		}
 		out = append(out, t)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/events"
 	"github.com/warrenhq/warren/tasks"
 )
 
@@ -29,6 +30,9 @@ type Options struct {
 	// so that a crossing stops the very next command. Without it no
 	// command waits for the usage store.
 	Enforce bool
+	// Events is the sessions' activity log: every tool call is recorded
+	// in it and session_watch serves it; nil: neither.
+	Events *events.Log
 	// Toolsets names the toolsets to serve; empty means all.
 	Toolsets []string
 	// Log receives the server's logs (stderr: stdout belongs to JSON-RPC).
@@ -58,7 +62,7 @@ type Server struct {
 
 // New builds the server with the selected toolsets.
 func New(opts Options) (*Server, error) {
-	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, jobs: newJobs(), notes: newNotifier(), log: opts.Log, agent: opts.Agent}
+	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, events: opts.Events, jobs: newJobs(), notes: newNotifier(), log: opts.Log, agent: opts.Agent}
 	d.jobs.yield = opts.ShellYield
 	d.jobs.onEnd = func(j *job) { d.sessions.QueueState(j.session, j.shell) }
 	tools, err := selectTools(servedTools(allTools(d), d), opts.Toolsets)
@@ -84,6 +88,9 @@ func New(opts Options) (*Server, error) {
 			"mounted at /workspace. Omit session_id to use your default session."),
 	)
 	observe(d, s, opts) // metrics.go: first, to time and trace the whole call
+	if d.events != nil {
+		s.Use(d.recordActivity) // calls the meter refuses are logged too
+	}
 	if d.meter != nil {
 		d.usage = newUsageQueue(d.meter, d.claimOf, d.log)
 		d.usage.enforce = opts.Enforce

@@ -36,6 +36,9 @@ type SessionView struct {
 	Network   NetworkPolicy `json:"network" jsonschema:"the jail's network policy"`
 	CreatedAt string        `json:"created_at" jsonschema:"RFC 3339"`
 	UpdatedAt string        `json:"updated_at" jsonschema:"RFC 3339"`
+	// Filled by session_list only.
+	LastActivity string `json:"last_activity,omitempty" jsonschema:"session_list: when a tool was last called in the session, by any client (RFC 3339)"`
+	DiskBytes    int64  `json:"disk_bytes,omitempty" jsonschema:"session_list: bytes its workspace and home use, as the disk quota counts them (a bound directory counts its home only; measured at most every --quota-interval)"`
 }
 
 // SessionListInput is the input of session_list.
@@ -153,6 +156,7 @@ func sessionList(d *deps) Tool {
 		var b strings.Builder
 		for _, i := range list {
 			v := d.view(i)
+			d.listExtras(ctx, user, &v)
 			out.Sessions = append(out.Sessions, v)
 			b.WriteString(renderSession(v) + "\n")
 		}
@@ -239,4 +243,23 @@ func sessionDiff(d *deps) Tool {
 		return result[SessionDiffOutput]{Out: out, Text: text}, nil
 	})
 	return Tool{Toolset: "sessions", Tool: t, Handler: h}
+}
+
+// listExtras adds what a listing shows beyond the session's row: its last
+// activity and its disk use. Neither starts anything; a figure that cannot
+// be had is left out.
+func (d *deps) listExtras(ctx context.Context, user string, v *SessionView) {
+	if d.events != nil {
+		if at := d.events.LastAt(ctx, v.SessionID); !at.IsZero() {
+			v.LastActivity = at.Format(time.RFC3339)
+		}
+	}
+	if v.State == string(sessions.StateDeleted) {
+		return
+	}
+	if s, err := d.sessions.Get(ctx, user, v.SessionID); err == nil {
+		if n, err := d.sessions.DiskUse(s); err == nil {
+			v.DiskBytes = n
+		}
+	}
 }

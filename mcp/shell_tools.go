@@ -115,9 +115,14 @@ func shellExec(d *deps) Tool {
 		if err != nil {
 			return result[ShellResult]{}, err
 		}
-		j, err := d.jobs.start(ctx, user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout})
+		out := d.commandStream(ctx, s.ID)
+		j, err := d.jobs.start(ctx, user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout, OnOutput: outputTo(out)})
 		if err != nil {
 			return result[ShellResult]{}, err
+		}
+		if out != nil {
+			j.setLog(out)
+			go func() { <-j.done; out.Close() }() // a command left running as a job
 		}
 		return d.await(ctx, req, j, d.yield(in.YieldMS), true)
 	})
@@ -212,6 +217,7 @@ func (d *deps) await(ctx context.Context, req mcp.CallToolRequest, j *job, yield
 		j.cancel()
 		<-j.done
 	}
+	j.closeLog() // the command's output is in the activity log before its outcome
 	return d.final(j)
 }
 

@@ -319,3 +319,16 @@ func (m *Manager) TakeQuotaNotice(id string) string {
 	u.notice = ""
 	return n
 }
+
+// DiskUse returns what s's workspace and home used at the last walk,
+// walking again when that is older than Config.QuotaInterval: a figure for
+// listings, which must not walk every workspace on every call.
+func (m *Manager) DiskUse(s *Session) (int64, error) {
+	u := m.quota.get(s.ID)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.at.IsZero() || m.now().Sub(u.at) >= m.cfg.QuotaInterval {
+		m.walkLocked(s, u)
+	}
+	return u.walked, u.err
+}

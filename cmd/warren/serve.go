@@ -20,6 +20,8 @@ import (
 	"github.com/warrenhq/warren/mcp/tokens"
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/events"
+	"github.com/warrenhq/warren/web"
 )
 
 func serveCommand() *cli.Command {
@@ -54,6 +56,7 @@ func serveCommand() *cli.Command {
 					&cli.StringFlag{Name: "auth", Value: "token", Usage: "token (bearer tokens, see 'warren token') or none (loopback only, single local user)"},
 					&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address"},
 					&cli.StringSliceFlag{Name: "allow-origin", Usage: "extra browser Origin allowed (scheme://host:port); repeatable"},
+					&cli.StringFlag{Name: "console-dir", Usage: "serve the web console from this directory instead of the built-in one (development: 'just web-watch')"},
 					&cli.IntFlag{Name: "max-conns-per-client", Value: mcp.DefaultConnsPerClient, Usage: "connections one client IP address may hold open; more are answered 503"},
 					&cli.DurationFlag{Name: "body-timeout", Value: mcp.DefaultBodyTimeout, Usage: "how long a request body may take to arrive (responses are not limited)"},
 				),
@@ -69,6 +72,7 @@ type services struct {
 	sessions *sessions.Manager
 	work     *work
 	server   *mcp.Server
+	events   *events.Log
 	log      zerolog.Logger
 	dataDir  string
 	stopNet  func()     // closes the egress proxy and writes its log
@@ -124,13 +128,21 @@ func openServices(c *cli.Context) (*services, error) {
 		db.Close()
 		return nil, err
 	}
-	opts := mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Toolsets: toolsets, Log: log, Version: buildVersion(),
+	activity, err := events.Open(c.Context, db, events.Options{Log: log})
+	if err != nil {
+		w.stop()
+		stopNet()
+		db.Close()
+		return nil, err
+	}
+	opts := mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Events: activity, Toolsets: toolsets, Log: log, Version: buildVersion(),
 		ShellYield: c.Duration("shell-yield"), Tracing: tel.stopTracing != nil}
 	if runner != nil && c.Command.Name != "chat" { // the chat's own server does not offer agent_run to its agent
 		opts.Agent = runner
 	}
 	srv, err := mcp.New(opts)
 	if err != nil {
+		activity.Close()
 		w.stop()
 		stopNet()
 		db.Close()
@@ -139,7 +151,7 @@ func openServices(c *cli.Context) (*services, error) {
 	if runner != nil {
 		runner.srv = srv
 	}
-	svc := &services{db: db, sessions: mgr, work: w, server: srv, log: log, dataDir: dir, tel: tel, stopNet: stopNet}
+	svc := &services{db: db, sessions: mgr, work: w, server: srv, events: activity, log: log, dataDir: dir, tel: tel, stopNet: stopNet}
 	if err := tel.serveMetrics(c, svc); err != nil {
 		svc.close()
 		return nil, err
@@ -150,6 +162,7 @@ func openServices(c *cli.Context) (*services, error) {
 func (s *services) close() {
 	defer s.tel.close(s.log) // last: the spans of the shutdown too
 	s.server.Close()
+	s.events.Close()
 	s.work.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -225,12 +238,24 @@ func runServeHTTP(c *cli.Context) error {
 		svc.log.Warn().Str("user", opts.LocalUser).Msg("--auth none: every local process that can reach the port acts as " + opts.LocalUser)
 	}
 
+	consoleOpts := web.Options{AllowedOrigins: opts.AllowedOrigins, Dir: c.String("console-dir"), Log: svc.log}
+	if opts.Tokens != nil {
+		consoleOpts.Tokens = opts.Tokens
+	}
+	console, err := web.New(consoleOpts)
+	if err != nil {
+		return err
+	}
+	opts.Console = console
+
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	ln = mcp.LimitConnsPerClient(ln, c.Int("max-conns-per-client"))
 	url := "http://" + ln.Addr().String() + "/mcp"
+	// On stdout, never in the logs: the link signs a browser in.
+	consoleURL := console.LoginURL("http://"+ln.Addr().String(), opts.LocalUser)
 	if firstToken != "" {
 		fmt.Fprintf(c.App.Writer, "warren: no token existed, so one was created for user %s; it is shown only once:\n\n"+
 			"  URL:   %s\n  Token: %s\n\nSend it as 'Authorization: Bearer <token>'. Manage tokens with 'warren token'.\n",
@@ -241,6 +266,11 @@ func runServeHTTP(c *cli.Context) error {
 			url, os.Args[0], svc.dataDir)
 	} else {
 		fmt.Fprintf(c.App.Writer, "warren: serving MCP at %s (no authentication: loopback only)\n", url)
+	}
+	if authMode == "token" {
+		fmt.Fprintf(c.App.Writer, "Web console (the link signs one browser in as %s, once): %s\n", opts.LocalUser, consoleURL)
+	} else {
+		fmt.Fprintf(c.App.Writer, "Web console: %s\n", consoleURL)
 	}
 	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
 

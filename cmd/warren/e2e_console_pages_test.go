@@ -1,0 +1,125 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestConsoleActivityShowsAnotherClientLive: the activity feed shows,
+// live, a shell_exec that a separate go-sdk client makes in the same
+// session: its command, its output while it runs, its outcome.
+func TestConsoleActivityShowsAnotherClientLive(t *testing.T) {
+	needJail(t)
+	srv := startConsole(t, jailDir(t), "127.0.0.1:0")
+	agent := connectHTTP(t, srv.mcpURL(), srv.token)
+	session := agent.exec("echo warming up")["session_id"].(string)
+
+	b := signedIn(t, srv)
+	b.run("open the activity", chromedp.Navigate(srv.base+"/#/s/"+session+"/activity"))
+	b.waitJS("the earlier call", `[...document.querySelectorAll(".feed .summary")].some((e) => e.textContent === "echo warming up")`)
+	time.Sleep(300 * time.Millisecond) // the feed's long poll is waiting now
+
+	done := make(chan map[string]any, 1)
+	start := time.Now()
+	go func() { done <- agent.exec("echo from-the-agent; sleep 2; echo agent-finished") }()
+	b.waitJS("the agent's output while it runs", `[...document.querySelectorAll(".feed li[data-tool=shell_exec]")].some((li) =>
+		li.querySelector(".summary").textContent.includes("from-the-agent") && (li.querySelector(".out") || {}).textContent?.includes("from-the-agent\n"))`)
+	select {
+	case <-done:
+		t.Fatal("the command had ended before the feed showed its first line: the feed is not live")
+	default:
+	}
+	var renderedAt float64
+	b.eval(`Number([...document.querySelectorAll(".feed li[data-tool=shell_exec]")].find((li) => li.querySelector(".summary").textContent.includes("from-the-agent")).dataset.renderedAt)`, &renderedAt)
+	numbers(t, "session_watch latency, a go-sdk client's shell_exec to its call in the page: %d ms",
+		time.UnixMilli(int64(renderedAt)).Sub(start).Milliseconds())
+	<-done
+	b.waitJS("the outcome", `[...document.querySelectorAll(".feed li[data-tool=shell_exec] .outcome.ok")].some((e) => e.textContent.startsWith("exit 0"))`)
+	if out := b.text(".feed li:last-child .out"); !strings.Contains(out, "agent-finished") {
+		t.Fatalf("the last call's output: %q", out)
+	}
+	if client := b.text(".feed li:last-child .client"); client != "warren-e2e" {
+		t.Fatalf("the call is shown as made by %q", client)
+	}
+	b.screenshots("activity")
+}
+
+// TestConsoleTasksClaimAndDone: claim a task for a session, then mark it
+// done with a link; the board shows who holds it and where it went.
+func TestConsoleTasksClaimAndDone(t *testing.T) {
+	needJail(t)
+	srv := startConsole(t, jailDir(t), "127.0.0.1:0")
+	c := connectHTTP(t, srv.mcpURL(), srv.token)
+	session := c.exec("true")["session_id"].(string)
+	c.ok("task_add", map[string]any{"title": "write the release notes"})
+	c.ok("task_add", map[string]any{"title": "fix the flaky test"})
+
+	b := signedIn(t, srv)
+	b.run("open the board", chromedp.Navigate(srv.base+"/#/tasks"))
+	b.waitJS("the open tasks", `document.querySelectorAll('section[aria-labelledby="col-open"] li.task').length === 2`)
+	b.run("choose the session", chromedp.SetValue("#claim-session", session))
+	b.run("claim T-1", chromedp.Click(`li[data-task="T-1"] button[aria-label^="claim"]`))
+	b.waitJS("T-1 in progress", `!!document.querySelector('section[aria-labelledby="col-in_progress"] li[data-task="T-1"] .claim')`)
+	if claim := b.text(`li[data-task="T-1"] .claim`); !strings.Contains(claim, session) || !strings.Contains(claim, "until") {
+		t.Fatalf("claim shown as %q", claim)
+	}
+	b.screenshots("tasks")
+	b.run("mark T-1 done",
+		chromedp.SendKeys(`li[data-task="T-1"] input[type=url]`, "https://example.com/pr/1"),
+		chromedp.Click(`li[data-task="T-1"] button[aria-label^="mark"]`))
+	b.waitJS("T-1 done", `!!document.querySelector('section[aria-labelledby="col-done"] li[data-task="T-1"]')`)
+	got := c.ok("task_list", map[string]any{"status": "done"})
+	tasks, _ := got["tasks"].([]any)
+	if len(tasks) != 1 || tasks[0].(map[string]any)["link"] != "https://example.com/pr/1" {
+		t.Fatalf("the board after done: %v", got)
+	}
+}
+
+// TestConsoleUsageChartIsDrawn: with usage recorded, the usage page draws
+// bars of real height, lists the tables and flags an unpriced model.
+func TestConsoleUsageChartIsDrawn(t *testing.T) {
+	needJail(t)
+	srv := startConsole(t, jailDir(t), "127.0.0.1:0")
+	c := connectHTTP(t, srv.mcpURL(), srv.token)
+	session := c.exec("true")["session_id"].(string)
+	c.ok("usage_record", map[string]any{"model": "gpt-4o", "input_tokens": 120000, "output_tokens": 30000, "session_id": session})
+	c.ok("usage_record", map[string]any{"model": "mystery-model-9", "input_tokens": 5000, "output_tokens": 800, "session_id": session})
+
+	b := signedIn(t, srv)
+	b.run("open the usage", chromedp.Navigate(srv.base+"/#/usage"))
+	b.waitJS("the chart", `!!document.querySelector("svg.chart rect.bar")`)
+	var bars []float64
+	b.pageJSON(`[...document.querySelectorAll("svg.chart rect.bar")].map((r) => r.getBBox().height)`, &bars)
+	if len(bars) == 0 || bars[0] < 10 {
+		t.Fatalf("bars drawn with heights %v: want a visible bar for today", bars)
+	}
+	if w := b.text(".totals .warning"); !strings.Contains(w, "mystery-model-9") {
+		t.Fatalf("unpriced model not flagged: %q", w)
+	}
+	b.run("by model", chromedp.SetValue("#usage-group", "model"), chromedp.Evaluate(`document.querySelector("#usage-group").dispatchEvent(new Event("change"))`, nil))
+	b.waitJS("the table by model", `document.querySelector(".usage-table caption").textContent === "By model" && document.querySelector(".usage-table").textContent.includes("gpt-4o")`)
+	b.run("chart by tokens", chromedp.SetValue("#usage-metric", "tokens"), chromedp.Evaluate(`document.querySelector("#usage-metric").dispatchEvent(new Event("change"))`, nil))
+	b.waitJS("the token chart", `document.querySelector("figure.chart-box figcaption").textContent.startsWith("Tokens")`)
+	b.screenshots("usage")
+}
+
+// TestConsoleShowsAStoppedServerAndReconnects: when the server stops the
+// page says so, and it comes back by itself when the server does.
+func TestConsoleShowsAStoppedServerAndReconnects(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	addr := freeAddr(t)
+	srv := startConsole(t, data, addr, "--auth", "none")
+	b := newBrowser(t)
+	b.run("open the console", chromedp.Navigate(srv.link))
+	b.waitJS("the sessions list", `document.body.dataset.sessionsLoaded !== undefined`)
+	srv.stop()
+	b.run("refresh", chromedp.Click(`main button`))
+	b.waitJS("the unreachable state", `document.querySelector(".status").textContent.includes("unreachable")`)
+	b.screenshots("offline")
+	startConsole(t, data, addr, "--auth", "none")
+	b.waitJS("the page back online", `document.querySelector(".status").textContent === "" && !!document.querySelector("main h1")`)
+}

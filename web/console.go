@@ -1,0 +1,234 @@
+// Package web serves warren's console: a single-page app built from the
+// TypeScript sources in web/src by esbuild into web/dist, which is
+// committed and embedded so that 'go install' needs no Node. The page talks
+// to the server only through MCP at /mcp. This package adds what MCP
+// cannot do: the pages themselves and the login, Jupyter-style: a one-time
+// code in the fragment of a printed link (the fragment never reaches a
+// server log) is traded once for an HttpOnly, SameSite=Strict session
+// cookie, which /mcp accepts only from the console's own origin.
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/warrenhq/warren/mcp"
+)
+
+// Options configure a Console.
+type Options struct {
+	// Tokens checks pasted tokens and the token of each console session;
+	// nil: the server runs without authentication (--auth none) and the
+	// console needs no login.
+	Tokens Tokens
+	// AllowedOrigins are the extra browser origins the server allows
+	// (--allow-origin); the console accepts its cookie from those too when
+	// the server is reached under that name.
+	AllowedOrigins []string
+	// Dir, when set, serves the console's files from this directory
+	// instead of the embedded build (development: 'just web-watch').
+	Dir string
+	// Log receives what the operator should know; never a secret.
+	Log zerolog.Logger
+}
+
+// Console is the web console's HTTP side.
+type Console struct {
+	opts   Options
+	files  *files
+	logins *logins
+}
+
+// New returns the console.
+func New(opts Options) (*Console, error) {
+	var src fs.FS
+	if opts.Dir != "" {
+		src = osDir(opts.Dir)
+	} else {
+		sub, err := fs.Sub(dist, "dist")
+		if err != nil {
+			return nil, fmt.Errorf("console assets: %w", err)
+		}
+		src = sub
+	}
+	f, err := newFiles(src, opts.Dir != "")
+	if err != nil {
+		return nil, err
+	}
+	return &Console{opts: opts, files: f, logins: newLogins(opts.Tokens)}, nil
+}
+
+// LoginURL returns the console's address under base (scheme://host:port)
+// with a new one-time login code for user in its fragment. Print it to the
+// person who runs the server; never log it.
+func (c *Console) LoginURL(base, user string) string {
+	if c.opts.Tokens == nil {
+		return base + "/"
+	}
+	return base + "/#code=" + c.logins.newCode(user)
+}
+
+// Paths of the login endpoints.
+const (
+	LoginPath  = "/console/login"
+	LogoutPath = "/console/logout"
+)
+
+// ServeHTTP serves the console's files and its login endpoints.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	securityHeaders(w.Header())
+	switch r.URL.Path {
+	case LoginPath:
+		c.login(w, r)
+	case LogoutPath:
+		c.logout(w, r)
+	default:
+		c.files.serve(w, r)
+	}
+}
+
+// securityHeaders: scripts, styles, images and connections from this
+// origin only, no inline script, no framing, no referrer.
+func securityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+		"connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+}
+
+// maxLoginBody bounds a login request.
+const maxLoginBody = 4 << 10
+
+type loginRequest struct {
+	Code  string `json:"code"`
+	Token string `json:"token"`
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		jsonError(w, http.StatusMethodNotAllowed, "sign in with POST")
+		return
+	}
+	if !c.ownOrigin(r) {
+		jsonError(w, http.StatusForbidden, "sign in from the console's own page")
+		return
+	}
+	if c.opts.Tokens == nil {
+		jsonError(w, http.StatusConflict, "this server runs without authentication (--auth none): no sign-in is needed")
+		return
+	}
+	var req loginRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxLoginBody)).Decode(&req); err != nil {
+		jsonError(w, http.StatusBadRequest, "send JSON {\"code\": ...} or {\"token\": ...}")
+		return
+	}
+	var id string
+	var err error
+	switch {
+	case req.Code != "":
+		id, err = c.logins.trade(req.Code)
+	case strings.TrimSpace(req.Token) != "":
+		id, err = c.logins.tokenLogin(r.Context(), strings.TrimSpace(req.Token))
+	default:
+		err = fmt.Errorf("paste a token, or open the console link the server printed")
+	}
+	if err != nil {
+		c.opts.Log.Info().Str("remote", r.RemoteAddr).Bool("with_code", req.Code != "").Msg("console sign-in refused")
+		jsonError(w, http.StatusUnauthorized, err.Error())
+		return
+	}
+	setCookie(w, r, id)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		jsonError(w, http.StatusMethodNotAllowed, "sign out with POST")
+		return
+	}
+	if !c.ownOrigin(r) {
+		jsonError(w, http.StatusForbidden, "sign out from the console's own page")
+		return
+	}
+	if c.opts.Tokens == nil {
+		jsonError(w, http.StatusConflict, "this server runs without authentication (--auth none): there is no session to end")
+		return
+	}
+	if ck, err := r.Cookie(CookieName); err == nil {
+		c.logins.end(ck.Value)
+	}
+	clearCookie(w, r)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// MCP wraps the MCP endpoint: a request with a bearer token (agents) goes
+// to bearer as before; one with the console's cookie and no token goes to
+// open with the session's user, but only when it comes from the console's
+// own origin: another page on the same machine (a "same site" under the
+// cookie rules, whatever its port) cannot ride on the cookie.
+func (c *Console) MCP(bearer, open http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ck, err := r.Cookie(CookieName)
+		if c.opts.Tokens == nil || r.Header.Get("Authorization") != "" || err != nil {
+			bearer.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodGet && r.Header.Get("Origin") == "" {
+			// Browsers send no Origin with a same-origin GET: the SDK's
+			// optional server stream, which warren does not serve.
+			w.Header().Set("Allow", "POST, DELETE")
+			http.Error(w, "GET streams are not served: the console reads each response's own stream", http.StatusMethodNotAllowed)
+			return
+		}
+		if !c.ownOrigin(r) {
+			http.Error(w, "the console's cookie is accepted only from the console's own page: agents send 'Authorization: Bearer <token>'",
+				http.StatusForbidden)
+			return
+		}
+		user, err := c.logins.user(r.Context(), ck.Value)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		open.ServeHTTP(w, r.WithContext(mcp.WithUser(r.Context(), user)))
+	})
+}
+
+// ownOrigin reports whether r comes from the console's own page: its
+// Origin is this server's scheme and Host, and that Host is loopback or
+// an allowed origin (so that a DNS-rebound name does not count).
+func (c *Console) ownOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	scheme := "http"
+	if isTLS(r) {
+		scheme = "https"
+	}
+	if origin == "" || origin != scheme+"://"+r.Host {
+		return false
+	}
+	if slices.Contains(c.opts.AllowedOrigins, origin) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && mcp.IsLoopbackHost(u.Hostname())
+}
+
+func jsonError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
