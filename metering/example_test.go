@@ -45,6 +45,6 @@ func Example() {
 	// Output:
 	// warning: session s1 of user ann reached usage threshold "session-budget": $0.055000 in total (limit $0.050000)
 	// blocked: true true
-	// task,records,input_tokens,output_tokens,cached_tokens,tool_output_bytes,tool_output_tokens,cost_usd,unpriced_records,estimated_records,estimated_tokens
-	// T-7,2,12000,2500,0,4096,1024,0.055000,0,0,0
+	// task,records,input_tokens,output_tokens,cached_tokens,tool_output_bytes,tool_output_tokens,cost_usd,unpriced_records,estimated_records,estimated_tokens,network_bytes
+	// T-7,2,12000,2500,0,4096,1024,0.055000,0,0,0,0
 }

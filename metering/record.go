@@ -15,6 +15,9 @@ const (
 	// KindToolOutput is the server's own record of the bytes of a tool result it sent, so that
 	// usage exists even for clients that never report tokens.
 	KindToolOutput = "tool_output"
+	// KindNetwork records bytes a session's jail moved through the egress
+	// proxy (Bytes), up and down together.
+	KindNetwork = "network"
 )
 
 // Well-known clients. Any other value is an MCP client's name as it introduced itself.
@@ -44,7 +47,8 @@ type Record struct {
 	InputTokens  int64 `json:"input_tokens,omitempty"`
 	OutputTokens int64 `json:"output_tokens,omitempty"`
 	CachedTokens int64 `json:"cached_tokens,omitempty"`
-	// Bytes is the size of a tool result (KindToolOutput only).
+	// Bytes is the size of a tool result (KindToolOutput), or the bytes moved
+	// through the egress proxy (KindNetwork).
 	Bytes int64 `json:"bytes,omitempty"`
 	// Estimated marks token counts the client estimated because the model server reported
 	// none (KindModel only).
@@ -60,6 +64,7 @@ type row struct {
 	toolBytes, toolTokens     int64
 	costMicros, unpriced      int64
 	estimated, estTokens      int64
+	netBytes                  int64
 }
 
 // EstimateTokens estimates the tokens a text of the given size costs a model: about four bytes
@@ -109,6 +114,11 @@ func (m *Meter) prepare(r Record) (row, error) {
 			return row{}, invalidf("record: %s records carry bytes, not tokens (nor an estimated flag)", KindToolOutput)
 		}
 		w.toolBytes, w.toolTokens = r.Bytes, EstimateTokens(r.Bytes)
+	case KindNetwork:
+		if r.InputTokens != 0 || r.OutputTokens != 0 || r.CachedTokens != 0 || r.Estimated {
+			return row{}, invalidf("record: %s records carry bytes, not tokens", KindNetwork)
+		}
+		w.netBytes = r.Bytes
 	default:
 		return row{}, invalidf("record: unknown kind %q", r.Kind)
 	}
@@ -198,26 +208,26 @@ func billing(rows []row) bool {
 
 const insertRecordSQL = `INSERT INTO usage_records (ts, day, user_id, session_id, task_id, client, model,
 	kind, tool, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
-	unpriced, estimated, estimated_tokens) VALUES `
+	unpriced, estimated, estimated_tokens, network_bytes) VALUES `
 
-const recordPlaceholders = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+const recordPlaceholders = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 // rowsPerInsert is how many records one INSERT statement carries. Every statement execution
 // crosses into the SQLite runtime, so multi-row statements are much faster for big batches;
-// 64 rows × 18 columns stays far below SQLite's limit on bound variables.
+// 64 rows × 19 columns stays far below SQLite's limit on bound variables.
 const rowsPerInsert = 64
 
 // insertRecords inserts rows with multi-row statements of rowsPerInsert, then one for the rest.
 func insertRecords(ctx context.Context, tx *sql.Tx, rows []row) error {
 	var full *sql.Stmt
-	args := make([]any, 0, rowsPerInsert*18)
+	args := make([]any, 0, rowsPerInsert*19)
 	for len(rows) > 0 {
 		n := min(len(rows), rowsPerInsert)
 		args = args[:0]
 		for _, w := range rows[:n] {
 			args = append(args, w.ts, w.day, w.user, w.session, w.task, w.client, w.model, w.kind,
 				w.tool, w.input, w.output, w.cached, w.toolBytes, w.toolTokens, w.costMicros,
-				w.unpriced, w.estimated, w.estTokens)
+				w.unpriced, w.estimated, w.estTokens, w.netBytes)
 		}
 		var err error
 		if n == rowsPerInsert {
@@ -245,7 +255,7 @@ func insertSQL(n int) string {
 
 const upsertDailySQL = `INSERT INTO usage_daily (user_id, day, session_id, task_id, client, model, kind,
 	records, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
-	unpriced, estimated, estimated_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	unpriced, estimated, estimated_tokens, network_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO UPDATE SET
 		records = records + excluded.records,
 		input_tokens = input_tokens + excluded.input_tokens,
@@ -256,7 +266,8 @@ const upsertDailySQL = `INSERT INTO usage_daily (user_id, day, session_id, task_
 		cost_micros = cost_micros + excluded.cost_micros,
 		unpriced = unpriced + excluded.unpriced,
 		estimated = estimated + excluded.estimated,
-		estimated_tokens = estimated_tokens + excluded.estimated_tokens`
+		estimated_tokens = estimated_tokens + excluded.estimated_tokens,
+		network_bytes = network_bytes + excluded.network_bytes`
 
 // dailyKey is a row's key in the daily rollup.
 type dailyKey struct {
@@ -269,7 +280,8 @@ type dailyKey struct {
 func (w row) totals() Totals {
 	return Totals{Records: 1, InputTokens: w.input, OutputTokens: w.output, CachedTokens: w.cached,
 		ToolOutputBytes: w.toolBytes, ToolOutputTokens: w.toolTokens, CostMicros: w.costMicros,
-		UnpricedRecords: w.unpriced, EstimatedRecords: w.estimated, EstimatedTokens: w.estTokens}
+		UnpricedRecords: w.unpriced, EstimatedRecords: w.estimated, EstimatedTokens: w.estTokens,
+		NetworkBytes: w.netBytes}
 }
 
 // insertRows writes each row and folds the batch into the daily rollup in the same transaction,
@@ -301,7 +313,7 @@ func insertRows(ctx context.Context, tx *sql.Tx, rows []row) error {
 		s := sums[k]
 		if _, err := up.ExecContext(ctx, k.user, k.day, k.session, k.task, k.client, k.model,
 			k.kind, s.Records, s.InputTokens, s.OutputTokens, s.CachedTokens, s.ToolOutputBytes,
-			s.ToolOutputTokens, s.CostMicros, s.UnpricedRecords, s.EstimatedRecords, s.EstimatedTokens); err != nil {
+			s.ToolOutputTokens, s.CostMicros, s.UnpricedRecords, s.EstimatedRecords, s.EstimatedTokens, s.NetworkBytes); err != nil {
 			return fmt.Errorf("update daily rollup: %w", err)
 		}
 	}

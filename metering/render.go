@@ -41,7 +41,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func CSVHeader(g GroupBy) []string {
 	return []string{string(g), "records", "input_tokens", "output_tokens", "cached_tokens",
 		"tool_output_bytes", "tool_output_tokens", "cost_usd", "unpriced_records", "estimated_records",
-		"estimated_tokens"}
+		"estimated_tokens", "network_bytes"}
 }
 
 // WriteCSV writes one RFC 4180 row per group under a header. The grand total is deliberately not
@@ -57,7 +57,7 @@ func (r *Report) WriteCSV(w io.Writer) error {
 		rec := []string{row.Key, i(row.Records, 10), i(row.InputTokens, 10), i(row.OutputTokens, 10),
 			i(row.CachedTokens, 10), i(row.ToolOutputBytes, 10), i(row.ToolOutputTokens, 10),
 			formatMicros(row.CostMicros), i(row.UnpricedRecords, 10), i(row.EstimatedRecords, 10),
-			i(row.EstimatedTokens, 10)}
+			i(row.EstimatedTokens, 10), i(row.NetworkBytes, 10)}
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write csv row: %w", err)
 		}

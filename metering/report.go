@@ -69,6 +69,8 @@ type Totals struct {
 	// reported none); EstimatedTokens is their input, output and cached tokens.
 	EstimatedRecords int64 `json:"estimated_records"`
 	EstimatedTokens  int64 `json:"estimated_tokens"`
+	// NetworkBytes are the bytes sessions moved through the egress proxy.
+	NetworkBytes int64 `json:"network_bytes"`
 }
 
 func (t *Totals) add(o Totals) {
@@ -82,6 +84,7 @@ func (t *Totals) add(o Totals) {
 	t.UnpricedRecords += o.UnpricedRecords
 	t.EstimatedRecords += o.EstimatedRecords
 	t.EstimatedTokens += o.EstimatedTokens
+	t.NetworkBytes += o.NetworkBytes
 	t.CostUSD = float64(t.CostMicros) / 1e6
 }
 
@@ -218,7 +221,7 @@ func (m *Meter) sumInto(ctx context.Context, groups map[string]*Totals, unpriced
 	}
 	rows, err := m.db.QueryContext(ctx, `SELECT `+col+`, `+count+`, SUM(input_tokens),
 		SUM(output_tokens), SUM(cached_tokens), SUM(tool_bytes), SUM(tool_tokens),
-		SUM(cost_micros), SUM(unpriced), SUM(estimated), SUM(estimated_tokens) FROM `+table+` WHERE `+where+` GROUP BY `+col, args...)
+		SUM(cost_micros), SUM(unpriced), SUM(estimated), SUM(estimated_tokens), SUM(network_bytes) FROM `+table+` WHERE `+where+` GROUP BY `+col, args...)
 	if err != nil {
 		return fmt.Errorf("query %s: %w", table, err)
 	}
@@ -228,7 +231,7 @@ func (m *Meter) sumInto(ctx context.Context, groups map[string]*Totals, unpriced
 		var t Totals
 		if err := rows.Scan(&key, &t.Records, &t.InputTokens, &t.OutputTokens, &t.CachedTokens,
 			&t.ToolOutputBytes, &t.ToolOutputTokens, &t.CostMicros, &t.UnpricedRecords, &t.EstimatedRecords,
-			&t.EstimatedTokens); err != nil {
+			&t.EstimatedTokens, &t.NetworkBytes); err != nil {
 			return fmt.Errorf("scan %s: %w", table, err)
 		}
 		g := groups[key]

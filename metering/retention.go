@@ -34,10 +34,10 @@ func (m *Meter) Purge(ctx context.Context) (int64, error) {
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_daily (user_id, day, session_id, task_id, client,
 		model, kind, records, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens,
-		cost_micros, unpriced, estimated, estimated_tokens)
+		cost_micros, unpriced, estimated, estimated_tokens, network_bytes)
 		SELECT user_id, day, session_id, task_id, client, model, kind, COUNT(*), SUM(input_tokens),
 			SUM(output_tokens), SUM(cached_tokens), SUM(tool_bytes), SUM(tool_tokens),
-			SUM(cost_micros), SUM(unpriced), SUM(estimated), SUM(estimated_tokens)
+			SUM(cost_micros), SUM(unpriced), SUM(estimated), SUM(estimated_tokens), SUM(network_bytes)
 		FROM usage_records WHERE ts >= ? AND ts < ?
 		GROUP BY user_id, day, session_id, task_id, client, model, kind`,
 		cutoff, (cutoffDay+1)*msPerDay); err != nil {

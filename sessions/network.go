@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sandbox/netproxy"
@@ -231,4 +232,23 @@ func (m *Manager) createNetwork(n *Network) (Network, error) {
 	}
 	out, _, err := m.normalizeNetwork(*n)
 	return out, err
+}
+
+// OnNetworkBytes has fn told, after the decision log is written, how many
+// bytes each session moved through the egress proxy and whose session it
+// is: the server meters them. Without a decision log nothing is counted.
+func (m *Manager) OnNetworkBytes(fn func(owner, session string, bytes int64)) {
+	l := m.cfg.Network.Log
+	if l == nil {
+		return
+	}
+	l.OnBytes = func(session string, n int64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		owner, err := m.store.Owner(ctx, session)
+		if err != nil {
+			return
+		}
+		fn(owner, session, n)
+	}
 }

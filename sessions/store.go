@@ -184,6 +184,16 @@ func (st *Store) Get(ctx context.Context, owner, id string) (*Session, error) {
 }
 
 // GetDefault returns owner's default session for key, or ErrNotFound.
+// Owner returns the user a session belongs to, deleted or not.
+func (st *Store) Owner(ctx context.Context, id string) (string, error) {
+	var owner string
+	err := st.db.QueryRowContext(ctx, `SELECT owner FROM sessions WHERE id = ?`, id).Scan(&owner)
+	if err != nil {
+		return "", fmt.Errorf("owner of session %s: %w", id, err)
+	}
+	return owner, nil
+}
+
 func (st *Store) GetDefault(ctx context.Context, owner, key string) (*Session, error) {
 	return st.one(ctx, `SELECT `+columns+` FROM sessions WHERE owner = ? AND default_key = ?`, owner, key)
 }

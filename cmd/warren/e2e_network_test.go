@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestNetworkPolicyOverHTTP drives the network policy as a remote agent
@@ -87,6 +88,18 @@ func TestNetworkPolicyOverHTTP(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("network log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+
+	// What moved through the proxy is usage of the session (kind network).
+	waitFor(t, "network bytes in the usage report", 15*time.Second, func() bool {
+		rep := c.ok("usage_report", map[string]any{"group_by": "kind"})
+		for _, r := range rep["rows"].([]any) {
+			r := r.(map[string]any)
+			if r["key"] == "network" && r["network_bytes"].(float64) > 0 {
+				return true
+			}
+		}
+		return false
+	})
 
 	// Network off stays off: a session created without a policy has none.
 	plain := c.ok("session_create", map[string]any{})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/mcp/tokens"
+	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/events"
@@ -117,6 +118,18 @@ func openServices(c *cli.Context) (*services, error) {
 		return nil, err
 	}
 	releaseClaimsOnEnd(mgr, w.board, log)
+	if w.meter != nil {
+		// Bytes through the egress proxy are usage too (kind network).
+		meter := w.meter
+		mgr.OnNetworkBytes(func(owner, session string, n int64) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := meter.Record(ctx, metering.Record{User: owner, Session: session, Client: "proxy",
+				Kind: metering.KindNetwork, Bytes: n}); err != nil {
+				log.Warn().Err(err).Str("session", session).Msg("record network bytes")
+			}
+		})
+	}
 	var toolsets []string
 	if ts := c.String("toolsets"); ts != "" {
 		toolsets = strings.Split(ts, ",")

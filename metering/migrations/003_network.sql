@@ -1,0 +1,4 @@
+-- Bytes a session's jail moved through warren's egress proxy (kind 'network'): reports show
+-- them beside tokens and tool output.
+ALTER TABLE usage_records ADD COLUMN network_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_daily ADD COLUMN network_bytes INTEGER NOT NULL DEFAULT 0;
