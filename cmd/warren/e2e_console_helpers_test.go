@@ -120,12 +120,28 @@ func newBrowser(t *testing.T) *browser {
 	if _, err := exec.LookPath("chromium"); err != nil {
 		t.Fatal("chromium is not installed: run 'just deps' (CI installs it; the console's tests need a real browser)")
 	}
+	// Chromium's helper processes can still write to the profile for a
+	// moment after the browser is cancelled: remove it ourselves, retrying,
+	// after the browser's cleanup below (cleanups run last first), instead
+	// of t.TempDir failing the test on a "directory not empty".
+	profile, err := os.MkdirTemp("", "warren-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath("chromium"),
 		chromedp.NoSandbox, // the tests run as root
 		chromedp.WindowSize(1200, 800),
 		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("user-data-dir", t.TempDir()),
+		chromedp.Flag("user-data-dir", profile),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
