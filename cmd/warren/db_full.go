@@ -77,7 +77,14 @@ func (c fullDiskConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, c.disk.check(err)
 	}
-	return &fullDiskConn{conn: conn.(sqlite3driver.Conn), disk: c.disk}, nil
+	sc := conn.(sqlite3driver.Conn)
+	// Replaces the DSN's busy_timeout (which covers opening) with the same
+	// wait, counted (db_busy.go).
+	if err := sc.Raw().BusyHandler(busyWait); err != nil {
+		sc.Close()
+		return nil, err
+	}
+	return &fullDiskConn{conn: sc, disk: c.disk}, nil
 }
 
 type fullDiskConn struct {

@@ -61,6 +61,7 @@ func newRegistry(svc *services) (*prometheus.Registry, error) {
 	cs := append(dataDirCollectors(svc.db, svc.dataDir),
 		svc.sessions.QuotaCollector(),
 		collectors.NewDBStatsCollector(svc.db, "warren"),
+		busyRetries,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
