@@ -114,18 +114,26 @@ type loginRequest struct {
 	Token string `json:"token"`
 }
 
-func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
+// accept checks what signing in and out both require: a POST from the
+// console's own page to a server that has tokens. It answers the refusal
+// and returns false otherwise; what names the action in the answer.
+func (c *Console) accept(w http.ResponseWriter, r *http.Request, what, noAuth string) bool {
+	switch {
+	case r.Method != http.MethodPost:
 		w.Header().Set("Allow", "POST")
-		jsonError(w, http.StatusMethodNotAllowed, "sign in with POST")
-		return
+		jsonError(w, http.StatusMethodNotAllowed, what+" with POST")
+	case !c.ownOrigin(r):
+		jsonError(w, http.StatusForbidden, what+" from the console's own page")
+	case c.opts.Tokens == nil:
+		jsonError(w, http.StatusConflict, "this server runs without authentication (--auth none): "+noAuth)
+	default:
+		return true
 	}
-	if !c.ownOrigin(r) {
-		jsonError(w, http.StatusForbidden, "sign in from the console's own page")
-		return
-	}
-	if c.opts.Tokens == nil {
-		jsonError(w, http.StatusConflict, "this server runs without authentication (--auth none): no sign-in is needed")
+	return false
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if !c.accept(w, r, "sign in", "no sign-in is needed") {
 		return
 	}
 	var req loginRequest
@@ -154,17 +162,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		jsonError(w, http.StatusMethodNotAllowed, "sign out with POST")
-		return
-	}
-	if !c.ownOrigin(r) {
-		jsonError(w, http.StatusForbidden, "sign out from the console's own page")
-		return
-	}
-	if c.opts.Tokens == nil {
-		jsonError(w, http.StatusConflict, "this server runs without authentication (--auth none): there is no session to end")
+	if !c.accept(w, r, "sign out", "there is no session to end") {
 		return
 	}
 	if ck, err := r.Cookie(CookieName); err == nil {

@@ -199,7 +199,9 @@ func runSessionList(c *cli.Context) error {
 	return tw.Flush()
 }
 
-func runSessionControl(c *cli.Context) error {
+// inSession runs fn with the command's SESSION_ID argument and a manager
+// over the data directory, closed when fn returns.
+func inSession(c *cli.Context, fn func(e *sessionEnv, id string) error) error {
 	id, err := sessionArg(c)
 	if err != nil {
 		return err
@@ -209,72 +211,64 @@ func runSessionControl(c *cli.Context) error {
 		return err
 	}
 	defer e.close(c)
-	action := c.Command.Name
-	if action == "rm" {
-		action = "delete"
-	}
-	s, err := e.mgr.Control(c.Context, e.user, id, action)
-	if err != nil {
-		return notFound(err, e.user, id)
-	}
-	fmt.Fprintf(c.App.Writer, "%s %s\n", s.ID, s.State())
-	return nil
+	return fn(e, id)
+}
+
+func runSessionControl(c *cli.Context) error {
+	return inSession(c, func(e *sessionEnv, id string) error {
+		action := c.Command.Name
+		if action == "rm" {
+			action = "delete"
+		}
+		s, err := e.mgr.Control(c.Context, e.user, id, action)
+		if err != nil {
+			return notFound(err, e.user, id)
+		}
+		fmt.Fprintf(c.App.Writer, "%s %s\n", s.ID, s.State())
+		return nil
+	})
 }
 
 func runSessionNetLog(c *cli.Context) error {
-	id, err := sessionArg(c)
-	if err != nil {
-		return err
-	}
-	e, err := openSessionEnv(c)
-	if err != nil {
-		return err
-	}
-	defer e.close(c)
-	list, err := e.mgr.Store().NetworkLogOf(c.Context, e.user, id, c.Int("limit"))
-	if err != nil {
-		return notFound(err, e.user, id)
-	}
-	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		if list == nil {
-			list = []netproxy.Decision{}
+	return inSession(c, func(e *sessionEnv, id string) error {
+		list, err := e.mgr.Store().NetworkLogOf(c.Context, e.user, id, c.Int("limit"))
+		if err != nil {
+			return notFound(err, e.user, id)
 		}
-		return enc.Encode(list)
-	}
-	if len(list) == 0 {
-		fmt.Fprintln(c.App.Writer, "no network activity recorded for", id)
-	}
-	for _, d := range list {
-		// Hosts and reasons come from the jail's requests: print them plain.
-		fmt.Fprintln(c.App.Writer, plainText(sessions.DecisionLine(d)))
-	}
-	return nil
+		if c.Bool("json") {
+			enc := json.NewEncoder(c.App.Writer)
+			enc.SetIndent("", "  ")
+			if list == nil {
+				list = []netproxy.Decision{}
+			}
+			return enc.Encode(list)
+		}
+		if len(list) == 0 {
+			fmt.Fprintln(c.App.Writer, "no network activity recorded for", id)
+		}
+		for _, d := range list {
+			// Hosts and reasons come from the jail's requests: print them plain.
+			fmt.Fprintln(c.App.Writer, plainText(sessions.DecisionLine(d)))
+		}
+		return nil
+	})
 }
 
 func runSessionDiff(c *cli.Context) error {
-	id, err := sessionArg(c)
-	if err != nil {
-		return err
-	}
-	e, err := openSessionEnv(c)
-	if err != nil {
-		return err
-	}
-	defer e.close(c)
-	_, d, err := e.mgr.Diff(c.Context, e.user, id, 0)
-	if err != nil {
-		return notFound(err, e.user, id)
-	}
-	if c.Bool("stat") {
-		for _, f := range d.Files {
-			fmt.Fprintf(c.App.Writer, "%-9s +%-5d -%-5d %s\n", f.Status, f.Additions, f.Deletions, f.Path)
+	return inSession(c, func(e *sessionEnv, id string) error {
+		_, d, err := e.mgr.Diff(c.Context, e.user, id, 0)
+		if err != nil {
+			return notFound(err, e.user, id)
 		}
+		if c.Bool("stat") {
+			for _, f := range d.Files {
+				fmt.Fprintf(c.App.Writer, "%-9s +%-5d -%-5d %s\n", f.Status, f.Additions, f.Deletions, f.Path)
+			}
+			return nil
+		}
+		fmt.Fprint(c.App.Writer, d.Patch)
 		return nil
-	}
-	fmt.Fprint(c.App.Writer, d.Patch)
-	return nil
+	})
 }
 
 func runSessionExec(c *cli.Context) error {
