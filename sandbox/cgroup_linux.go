@@ -329,6 +329,7 @@ func (cg *cgroup) waitEmpty(d time.Duration) {
 
 // remove kills what is left and deletes the cgroup directories.
 func (cg *cgroup) remove() {
+	oomKills.forget(cg) // its last kills count
 	if len(cg.dirs) > 0 {
 		cg.killAll()
 	}

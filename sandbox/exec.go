@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -13,58 +12,39 @@ import (
 type run struct {
 	nonce  string
 	out    [2]*capBuffer
-	scan   [2]*markerScanner
-	status []byte
-	rec    statusRecord
-	recOK  bool
-	// mu guards got, which the three pipe readers update; ended gets a
-	// token when got becomes complete, or when both streams ended
-	// without the status record: Exec wakes once per command, not once
-	// per piece.
-	mu    sync.Mutex
-	got   progress
+	status []byte // what the status pipe carried since the command began
+	// rec is the parsed status record once recOK; both are written by the
+	// status pipe's reader under its lock, and read by Exec after drain.
+	rec   statusRecord
+	recOK bool
+	// ended gets a token when the status record is complete: Exec wakes
+	// once per command, not once per piece of output.
 	ended chan struct{}
 }
 
-// arrive records one piece of the command's end.
-func (r *run) arrive(stream bool) {
-	r.mu.Lock()
-	if stream {
-		r.got.streams++
-	} else {
-		r.got.status = true
-	}
-	g := r.got
-	r.mu.Unlock()
-	if g.complete() || (stream && g.streams == 2) {
-		select {
-		case r.ended <- struct{}{}:
-		default: // a token is already waiting: Exec reads got afresh
-		}
-	}
-}
-
-// progress returns what has arrived so far.
-func (r *run) progress() progress {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.got
-}
-
-// script wraps a command in the protocol. `command eval` keeps the shell
-// alive on a syntax error (plain eval would exit dash); </dev/null keeps the
-// command off the control pipe; markers with the nonce frame its output;
-// only builtins run after it, so the trailer works with PATH unset or no
-// processes left. The stdout end marker comes last, so that the piece that
-// completes the command is usually the last one written.
+// script wraps a command in the protocol. The leading `:` lets dash reap
+// background jobs that ended while it waited for this line (it looks for
+// ended children between commands), so that `kill -0 $!` sees them gone.
+// `command eval` keeps the shell
+// alive on a syntax error (plain eval would exit dash). The redirections on
+// it give the command /dev/null as stdin (off the control pipe) and close
+// the status descriptor for the command alone: the command and its
+// background jobs cannot write to it, and a command that closes or
+// redirects fd 9 changes only its own copy, which the shell restores after.
+// Only builtins run after it, so the trailer works with PATH unset or no
+// processes left: it restores stdout and stderr from their saved copies
+// (7 and 8), in case the command redirected its own with exec (a copy the
+// command closed ends the shell here, before the record: the command's
+// result then says the shell restarted), and writes
+// the status record (`export -p`, then the exit code and the directory,
+// framed by the nonce) on fd 9 through stdout, which costs no per-builtin
+// redirection. The output streams carry no markers: the status record
+// comes after everything the command wrote to them, and Exec drains them
+// when it has the record (pipeReader.drain).
 func script(command, nonce string) string {
-	n := nonce
-	return "printf 'W%sS' " + n + "; printf 'W%sS' " + n + " >&2; " +
-		"command eval " + shellQuote(command) + " </dev/null; " +
-		"__warren_status=$?; exec 1>&7 2>&8; " +
-		"printf 'W%sE' " + n + " >&2; " +
-		"{ printf 'W%s %d\\n%s\\nW%sP\\n' " + n + " \"$__warren_status\" \"$PWD\" " + n + "; export -p; printf 'W%sX\\n' " + n + "; } >&9; " +
-		"printf 'W%sE' " + n + "\n"
+	return ": ; command eval " + shellQuote(command) + " </dev/null 9>&-; " +
+		"__warren_status=$?; exec 2>&8 1>&7 1>&9; export -p; " +
+		"printf 'W%s %d\\n%s\\nW%sX\\n' " + nonce + " \"$__warren_status\" \"$PWD\" " + nonce + "; exec 1>&7\n"
 }
 
 // exec runs command in the shell and returns its result (see Exec). It waits for the
@@ -98,7 +78,9 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 	}
 
 	r := &run{nonce: s.nextNonce(), ended: make(chan struct{}, 1)}
-	for i := range r.scan {
+	// What the pipes hold now is not this command's: a background job's
+	// chatter since the last command, or the rest of an interrupted one.
+	for i := range r.out {
 		stream := Stream(i + 1)
 		buf := newCapBuffer(maxOut)
 		r.out[i] = buf
@@ -106,19 +88,9 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		if cb := opts.OnOutput; cb != nil {
 			emit = func(p []byte) { buf.Write(p); cb(stream, p) }
 		}
-		r.scan[i] = &markerScanner{
-			start: []byte("W" + r.nonce + "S"),
-			end:   []byte("W" + r.nonce + "E"),
-			emit:  emit,
-		}
-		scan := r.scan[i]
-		j.pipes[i].setFeed(func(p []byte) {
-			if scan.phase != finished && scan.feed(p) {
-				r.arrive(true)
-			}
-		})
+		j.pipes[i].drain(emit)
 	}
-	j.pipes[2].setFeed(func(p []byte) {
+	j.pipes[2].drain(func(p []byte) {
 		if r.recOK {
 			return
 		}
@@ -128,7 +100,10 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		}
 		if rec, ok, _ := parseStatus(r.status, r.nonce); ok {
 			r.rec, r.recOK = rec, true
-			r.arrive(false)
+			select {
+			case r.ended <- struct{}{}:
+			default:
+			}
 		}
 	})
 	defer func() {
@@ -191,51 +166,38 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 	return res, nil
 }
 
-// statusGrace is how long the status record may lag behind both end
-// markers. It is written right after them; when it does not come, the
-// command closed or redirected the status descriptor (exec 9>&-).
-const statusGrace = time.Second
-
-// progress counts what has arrived of a command's end.
-type progress struct {
-	streams int  // end markers read, of 2
-	status  bool // status record read
+// complete reports whether the status record has arrived.
+func (r *run) complete(j *jail) bool {
+	j.pipes[2].mu.Lock()
+	defer j.pipes[2].mu.Unlock()
+	return r.recOK
 }
 
-func (p progress) complete() bool { return p.streams == 2 && p.status }
+// collect takes what the output pipes still hold: the command has ended
+// (its status record came after everything it wrote) or died.
+func (r *run) collect(j *jail) {
+	for _, p := range j.pipes[:2] {
+		p.drain(nil)
+	}
+}
 
-// wait collects the command's end: both end markers and the status record,
-// or the shell's death, a timeout or the caller's cancellation.
+// wait collects the command's end: the status record, or the shell's
+// death, a timeout or the caller's cancellation.
 func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration) Result {
 	var res Result
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	var lost <-chan time.Time
-	for !r.progress().complete() {
-		select {
-		case <-r.ended:
-			if lost == nil && !r.progress().complete() {
-				lost = time.After(statusGrace) // both streams ended, no status
-			}
-			continue
-		case <-lost:
-			// The command broke the protocol: its exit status is lost.
-			// Start a fresh shell with the state saved before it.
-			j.kill()
-			res.ExitCode, res.ShellRestarted = -1, true
-			return res
-		case <-j.exited:
-			return s.died(j, r, res)
-		case <-timer.C:
-			res.TimedOut = true
-		case <-ctx.Done():
-			res.Interrupted = true
-		}
-		break
-	}
-	if r.progress().complete() {
+	select {
+	case <-r.ended:
+		r.collect(j)
 		res.ExitCode = r.rec.exitCode
 		return res
+	case <-j.exited:
+		return s.died(j, r, res)
+	case <-timer.C:
+		res.TimedOut = true
+	case <-ctx.Done():
+		res.Interrupted = true
 	}
 
 	// Timed out or interrupted: kill the command's processes and give the
@@ -263,43 +225,32 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	res.ExitCode = 128 + int(syscall.SIGKILL)
 	res.ShellRestarted = true
 	j.waitEOF(quiet)
-	r.flush(j)
+	r.collect(j)
 	return res
 }
 
-// drain waits up to d for the rest of the command's end; false when it did
-// not all come.
+// drain waits up to d for the status record and then takes the rest of
+// the output; false when the record did not come.
 func (s *Shell) drain(j *jail, r *run, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	for !r.progress().complete() {
-		select {
-		case <-r.ended:
-		case <-j.exited:
-			return false
-		case <-t.C:
-			return false
-		}
+	select {
+	case <-r.ended:
+		r.collect(j)
+		return true
+	case <-j.exited:
+		return false
+	case <-t.C:
+		return false
 	}
-	return true
 }
 
 // died finishes a command during which the shell exited (exit, kill -9 $$,
 // set -e, exec of a program that ended).
 func (s *Shell) died(j *jail, r *run, res Result) Result {
 	j.waitEOF(quiet)
-	r.flush(j)
+	r.collect(j)
 	res.ExitCode = j.exitCode
 	res.ShellRestarted = true
 	return res
-}
-
-// flush hands over output held back while looking for an end marker that
-// will never come.
-func (r *run) flush(j *jail) {
-	for i, sc := range r.scan {
-		j.pipes[i].mu.Lock()
-		sc.flush()
-		j.pipes[i].mu.Unlock()
-	}
 }

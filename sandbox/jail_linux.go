@@ -38,13 +38,27 @@ type jail struct {
 
 // pipeReader drains one pipe of the shell for the jail's whole life and
 // hands each chunk to the running command, if any, so the shell never
-// blocks on a full pipe.
+// blocks on a full pipe. Each read and the feeding of what it read happen
+// under mu: whoever holds mu knows that every byte read so far has been
+// fed, which lets a command's end be found without end markers in the
+// output streams (see drain).
 type pipeReader struct {
 	f   *os.File
+	rc  syscall.RawConn
 	eof chan struct{}
 
-	mu   sync.Mutex // guards feed
-	feed func([]byte)
+	mu     sync.Mutex // guards feed, buf and closed, and is held across read+feed
+	feed   func([]byte)
+	buf    []byte
+	closed bool // EOF or an error was read: the descriptor is done with
+}
+
+func newPipeReader(f *os.File) (*pipeReader, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &pipeReader{f: f, rc: rc, eof: make(chan struct{}), buf: make([]byte, 64<<10)}, nil
 }
 
 func (p *pipeReader) setFeed(f func([]byte)) {
@@ -53,23 +67,60 @@ func (p *pipeReader) setFeed(f func([]byte)) {
 	p.mu.Unlock()
 }
 
+// readLocked reads once from fd and feeds what came. It reports whether
+// the pipe would block, and ends the reader at EOF or on an error.
+func (p *pipeReader) readLocked(fd uintptr) (wouldBlock bool) {
+	for {
+		n, err := unix.Read(int(fd), p.buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return true
+		case n > 0:
+			if p.feed != nil {
+				p.feed(p.buf[:n])
+			}
+			return false
+		default: // EOF or an error: nothing more will come
+			p.closed = true
+			return false
+		}
+	}
+}
+
 func (p *pipeReader) loop() {
 	defer close(p.eof)
-	buf := make([]byte, 64<<10)
 	for {
-		n, err := p.f.Read(buf)
-		if n > 0 {
+		err := p.rc.Read(func(fd uintptr) bool {
 			p.mu.Lock()
-			if p.feed != nil {
-				p.feed(buf[:n])
-			}
-			p.mu.Unlock()
-		}
-		if err != nil {
+			defer p.mu.Unlock()
+			return !p.readLocked(fd) // false: wait until readable, then call again
+		})
+		p.mu.Lock()
+		done := p.closed || err != nil
+		p.closed = done
+		p.mu.Unlock()
+		if done {
 			p.f.Close()
 			return
 		}
 	}
+}
+
+// drain reads and feeds, under mu, everything the pipe holds now, then
+// sets the feed to next. Bytes a process wrote before the call are fed to
+// the old feed by the time it returns, whichever goroutine read them.
+func (p *pipeReader) drain(next func([]byte)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		_ = p.rc.Control(func(fd uintptr) {
+			for !p.closed && !p.readLocked(fd) {
+			}
+		})
+	}
+	p.feed = next
 }
 
 // jailSpec is what startJail needs besides the profile.
@@ -217,8 +268,13 @@ func startJail(spec jailSpec) (*jail, error) {
 	}
 	j.initPID = pid
 	for i, f := range []*os.File{outR, errR, statR} {
-		j.pipes[i] = &pipeReader{f: f, eof: make(chan struct{})}
-		go j.pipes[i].loop()
+		if j.pipes[i], err = newPipeReader(f); err != nil {
+			j.kill()
+			return nil, fmt.Errorf("start jail: %w", err)
+		}
+	}
+	for _, p := range j.pipes {
+		go p.loop()
 	}
 	if _, err := io.WriteString(j.stdin, spec.init); err != nil {
 		j.kill()

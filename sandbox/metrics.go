@@ -41,10 +41,7 @@ var (
 		Help:    "Wall-clock time of commands run in jails.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 	})
-	oomKills = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "warren_sandbox_oom_kills_total",
-		Help: "Processes in jails killed by the kernel for exceeding the jail's memory limit (cgroup oom_kill count).",
-	})
+	oomKills      = newOOMCollector()
 	shellRestarts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "warren_sandbox_shell_restarts_total",
 		Help: "Shells restarted with their saved state because a command killed, replaced or wedged them.",
@@ -96,7 +93,6 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 		if res.ShellRestarted {
 			shellRestarts.Inc()
 		}
-		s.countOOM()
 		if span.IsRecording() {
 			span.SetAttributes(attribute.Int("exit_code", res.ExitCode), attribute.String("end", end),
 				attribute.Bool("shell_restarted", res.ShellRestarted))
@@ -138,34 +134,82 @@ type oomCount struct {
 	seen int64
 }
 
-// countOOM adds the OOM kills of the shell's cgroup since the last look.
-// The kernel counts them per cgroup (memory.events on v2,
-// memory.oom_control on v1); a jail without a cgroup has no memory limit
-// to be killed at.
-func (s *Shell) countOOM() {
-	s.mu.Lock()
-	cg := s.cg
-	s.mu.Unlock()
-	if cg == nil || len(cg.dirs) == 0 {
-		return
+// oomCollector is warren_sandbox_oom_kills_total. The kernel counts OOM
+// kills per cgroup (memory.events on v2, memory.oom_control on v1); the
+// collector reads the counts of the live jails' cgroups when it is
+// collected, and a cgroup's once more as it is removed, so that no command
+// pays for reading a cgroup file (it was a tenth of a small command's
+// time). A jail without a cgroup has no memory limit to be killed at.
+type oomCollector struct {
+	desc *prometheus.Desc
+
+	mu    sync.Mutex
+	total int64 // kills counted so far
+	live  map[*cgroup]struct{}
+}
+
+func newOOMCollector() *oomCollector {
+	return &oomCollector{
+		desc: prometheus.NewDesc("warren_sandbox_oom_kills_total",
+			"Processes in jails killed by the kernel for exceeding the jail's memory limit (cgroup oom_kill count).", nil, nil),
+		live: map[*cgroup]struct{}{},
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *oomCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector: it counts the kills of every
+// live jail since the last look.
+func (c *oomCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	for cg := range c.live {
+		c.total += cg.newOOMKills()
+	}
+	total := c.total
+	c.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(total))
+}
+
+// watch starts counting the kills of a jail's cgroup.
+func (c *oomCollector) watch(cg *cgroup) {
+	c.mu.Lock()
+	c.live[cg] = struct{}{}
+	c.mu.Unlock()
+}
+
+// forget counts a cgroup's last kills and stops watching it; called before
+// the cgroup is removed. Cgroups never watched are left alone.
+func (c *oomCollector) forget(cg *cgroup) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.live[cg]; ok {
+		c.total += cg.newOOMKills()
+		delete(c.live, cg)
+	}
+}
+
+// newOOMKills returns the kills in cg since the last look.
+func (cg *cgroup) newOOMKills() int64 {
+	if len(cg.dirs) == 0 {
+		return 0
 	}
 	file := filepath.Join(cg.dirs[0], "memory.events")
 	if !cg.v2 {
 		if len(cg.dirs) < 2 { // v1: dirs follow v1Controllers (pids, memory, cpu)
-			return
+			return 0
 		}
 		file = filepath.Join(cg.dirs[1], "memory.oom_control")
 	}
 	n, ok := readOOMKills(file)
 	if !ok {
-		return
+		return 0
 	}
 	cg.oom.mu.Lock()
-	if d := n - cg.oom.seen; d > 0 {
-		oomKills.Add(float64(d))
-	}
+	defer cg.oom.mu.Unlock()
+	d := max(n-cg.oom.seen, 0)
 	cg.oom.seen = max(cg.oom.seen, n)
-	cg.oom.mu.Unlock()
+	return d
 }
 
 // readOOMKills reads the "oom_kill N" line of a cgroup memory file.

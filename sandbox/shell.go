@@ -210,6 +210,9 @@ func (s *Shell) ensureJail() (*jail, error) {
 	}
 	if s.cg == nil && s.cgErr == nil {
 		s.cg, s.cgErr = newCgroupIn(s.user.cgroup(), s.profile.Limits)
+		if s.cg != nil {
+			oomKills.watch(s.cg)
+		}
 	}
 	if s.cg != nil {
 		s.cg.killAll() // leftovers of an earlier jail

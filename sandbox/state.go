@@ -9,47 +9,48 @@ import (
 )
 
 // statusRecord is what the shell writes to the status descriptor after each
-// command: exit code, working directory and `export -p`, framed by markers
-// carrying the command's nonce.
+// command: `export -p`, then the exit code and working directory framed by
+// markers carrying the command's nonce.
 //
-//	W<nonce> <exit>\n<cwd>\nW<nonce>P\n<export -p>W<nonce>X\n
+//	<export -p>W<nonce> <exit>\n<cwd>\nW<nonce>X\n
 type statusRecord struct {
 	exitCode int
 	cwd      string
 	exports  []byte // `export -p` as the shell wrote it; parseExports reads it
 }
 
-// parseStatus finds the record for nonce in buf. It returns ok=false while
-// the record is incomplete.
+// parseStatus reads the record for nonce from buf, everything the status
+// descriptor carried since the command began. It returns ok=false while
+// the record is incomplete. Nothing but the shell's trailer writes there
+// (commands run with the descriptor closed), so the exports are all that
+// comes before the exit code line.
 func parseStatus(buf []byte, nonce string) (rec statusRecord, ok bool, err error) {
+	endMark := []byte("\nW" + nonce + "X\n")
+	if !bytes.HasSuffix(buf, endMark) {
+		return rec, false, nil
+	}
+	body := buf[:len(buf)-len(endMark)]
 	head := []byte("W" + nonce + " ")
-	i := bytes.Index(buf, head)
+	i := -1
+	if bytes.HasPrefix(body, head) {
+		i = 0
+	} else if k := bytes.Index(body, append([]byte("\n"), head...)); k >= 0 {
+		i = k + 1
+	}
 	if i < 0 {
-		return rec, false, nil
-	}
-	buf = buf[i+len(head):]
-	endMark := []byte("W" + nonce + "X\n")
-	j := bytes.Index(buf, endMark)
-	if j < 0 {
-		return rec, false, nil
-	}
-	buf = buf[:j]
-	nl := bytes.IndexByte(buf, '\n')
-	if nl < 0 {
 		return rec, false, fmt.Errorf("status record: no exit code line")
 	}
-	rec.exitCode, err = strconv.Atoi(string(buf[:nl]))
+	rec.exports = body[:i]
+	rest := body[i+len(head):]
+	nl := bytes.IndexByte(rest, '\n')
+	if nl < 0 {
+		return rec, false, fmt.Errorf("status record: no working directory")
+	}
+	rec.exitCode, err = strconv.Atoi(string(rest[:nl]))
 	if err != nil {
 		return rec, false, fmt.Errorf("status record: exit code: %w", err)
 	}
-	buf = buf[nl+1:]
-	envMark := []byte("\nW" + nonce + "P\n")
-	k := bytes.Index(buf, envMark)
-	if k < 0 {
-		return rec, false, fmt.Errorf("status record: no environment marker")
-	}
-	rec.cwd = string(buf[:k])
-	rec.exports = buf[k+len(envMark):]
+	rec.cwd = string(rest[nl+1:])
 	return rec, true, nil
 }
 
