@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"syscall"
 	"time"
 )
@@ -13,13 +14,34 @@ type run struct {
 	nonce  string
 	out    [2]*capBuffer
 	status []byte // what the status pipe carried since the command began
-	// rec is the parsed status record once recOK; both are written by the
-	// status pipe's reader under its lock, and read by Exec after drain.
-	rec   statusRecord
-	recOK bool
-	// ended gets a token when the status record is complete: Exec wakes
-	// once per command, not once per piece of output.
-	ended chan struct{}
+	rec    statusRecord
+	recOK  bool // rec holds the command's complete status record
+	// statusEOF: the status pipe ended, so the shell has exited (nothing
+	// else holds its write end) even if bwrap is not reaped yet.
+	statusEOF bool
+}
+
+// readStatus reads the status pipe until the command's record is complete
+// (true) or a read fails (false): the deadline passed or was moved to
+// interrupt the wait, the pipe ended, or the jail is gone. Exec reads it
+// itself rather than through a goroutine: the goroutine that waits is the
+// one that wakes when the record arrives.
+func (r *run) readStatus(f *os.File) bool {
+	var buf [4096]byte
+	for !r.recOK {
+		n, err := f.Read(buf[:])
+		r.status = append(r.status, buf[:n]...)
+		if n > 0 && bytes.HasSuffix(r.status, []byte("X\n")) {
+			if rec, ok, _ := parseStatus(r.status, r.nonce); ok {
+				r.rec, r.recOK = rec, true
+			}
+		}
+		if err != nil && !r.recOK {
+			r.statusEOF = err == io.EOF
+			return false
+		}
+	}
+	return true
 }
 
 // script wraps a command in the protocol. The leading `:` lets dash reap
@@ -77,7 +99,7 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		maxOut = DefaultMaxOutput
 	}
 
-	r := &run{nonce: s.nextNonce(), ended: make(chan struct{}, 1)}
+	r := &run{nonce: s.nextNonce()}
 	// What the pipes hold now is not this command's: a background job's
 	// chatter since the last command, or the rest of an interrupted one.
 	for i := range r.out {
@@ -90,22 +112,7 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		}
 		j.pipes[i].drain(emit)
 	}
-	j.pipes[2].drain(func(p []byte) {
-		if r.recOK {
-			return
-		}
-		r.status = append(r.status, p...)
-		if !bytes.HasSuffix(r.status, []byte("X\n")) {
-			return
-		}
-		if rec, ok, _ := parseStatus(r.status, r.nonce); ok {
-			r.rec, r.recOK = rec, true
-			select {
-			case r.ended <- struct{}{}:
-			default:
-			}
-		}
-	})
+	j.dropStaleStatus()
 	defer func() {
 		for _, p := range j.pipes {
 			p.setFeed(nil)
@@ -138,17 +145,17 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		res.Truncated = res.Truncated || buf.truncated()
 	}
 
-	j.pipes[2].mu.Lock()
-	rec, recOK := r.rec, r.recOK
-	j.pipes[2].mu.Unlock()
+	if !r.recOK {
+		j.statusDirty = true // a piece of a record may come late
+	}
 	s.mu.Lock()
-	if recOK {
-		s.state.Cwd = rec.cwd
+	if r.recOK {
+		s.state.Cwd = r.rec.cwd
 		// Most commands export nothing: parse only what changed. State
 		// hands out copies, so the map is never written once set.
-		if !s.parsed || !bytes.Equal(rec.exports, s.exports) {
-			s.state.Env = parseExports(string(rec.exports))
-			s.exports, s.parsed = rec.exports, true
+		if !s.parsed || !bytes.Equal(r.rec.exports, s.exports) {
+			s.state.Env = parseExports(string(r.rec.exports))
+			s.exports, s.parsed = r.rec.exports, true
 		}
 	}
 	res.Cwd = s.state.Cwd
@@ -166,17 +173,10 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 	return res, nil
 }
 
-// complete reports whether the status record has arrived.
-func (r *run) complete(j *jail) bool {
-	j.pipes[2].mu.Lock()
-	defer j.pipes[2].mu.Unlock()
-	return r.recOK
-}
-
 // collect takes what the output pipes still hold: the command has ended
 // (its status record came after everything it wrote) or died.
 func (r *run) collect(j *jail) {
-	for _, p := range j.pipes[:2] {
+	for _, p := range j.pipes {
 		p.drain(nil)
 	}
 }
@@ -185,19 +185,30 @@ func (r *run) collect(j *jail) {
 // death, a timeout or the caller's cancellation.
 func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration) Result {
 	var res Result
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-r.ended:
+	// A cancelled call moves the deadline to now, which ends the read.
+	stop := context.AfterFunc(ctx, j.interruptStatus)
+	defer stop()
+	if s.await(j, r, now().Add(timeout)) {
 		r.collect(j)
 		res.ExitCode = r.rec.exitCode
 		return res
-	case <-j.exited:
+	}
+	if r.statusEOF {
+		select { // the shell is gone: bwrap follows
+		case <-j.exited:
+		case <-time.After(quiet):
+		}
+	}
+	switch {
+	case !j.alive():
 		return s.died(j, r, res)
-	case <-timer.C:
-		res.TimedOut = true
-	case <-ctx.Done():
+	case ctx.Err() != nil:
 		res.Interrupted = true
+	default:
+		// The deadline passed, or the status pipe ended under a live
+		// shell, which only a broken protocol explains: either way the
+		// command's processes are killed below.
+		res.TimedOut = true
 	}
 
 	// Timed out or interrupted: kill the command's processes and give the
@@ -229,20 +240,37 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	return res
 }
 
+// await reads the status record until deadline; false when it did not
+// come (timeout, interruption, the jail's end).
+func (s *Shell) await(j *jail, r *run, deadline time.Time) bool {
+	_ = j.status.SetReadDeadline(deadline)
+	// The jail's end moves the deadline to now (after closing exited): a
+	// jail that ended before the deadline above was set is caught here.
+	if !j.alive() {
+		return r.readStatusNow(j)
+	}
+	return r.readStatus(j.status)
+}
+
+// readStatusNow takes what a jail that has ended left in the status pipe.
+func (r *run) readStatusNow(j *jail) bool {
+	j.readNow(func(p []byte) {
+		r.status = append(r.status, p...)
+	})
+	if rec, ok, _ := parseStatus(r.status, r.nonce); ok {
+		r.rec, r.recOK = rec, true
+	}
+	return r.recOK
+}
+
 // drain waits up to d for the status record and then takes the rest of
 // the output; false when the record did not come.
 func (s *Shell) drain(j *jail, r *run, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-r.ended:
+	if s.await(j, r, now().Add(d)) {
 		r.collect(j)
 		return true
-	case <-j.exited:
-		return false
-	case <-t.C:
-		return false
 	}
+	return false
 }
 
 // died finishes a command during which the shell exited (exit, kill -9 $$,

@@ -30,7 +30,14 @@ type jail struct {
 	// ended; only Exec, holding the shell's turn, touches it.
 	background []int
 
-	pipes [3]*pipeReader // stdout, stderr, status
+	pipes [2]*pipeReader // stdout, stderr
+	// status is the read end of the shell's status descriptor (fd 9). Only
+	// Exec reads it, holding the shell's turn; statusDirty says the last
+	// command did not end with a whole record, so a piece of it may still
+	// be in the pipe.
+	status      *os.File
+	statusDirty bool
+	statusClose sync.Once
 
 	exited   chan struct{} // closed once bwrap has been reaped
 	exitCode int           // valid after exited is closed
@@ -232,6 +239,7 @@ func startJail(spec jailSpec) (*jail, error) {
 			spec.onExit()
 		}
 		close(j.exited)
+		j.interruptStatus() // a command waiting for its record learns now
 	}()
 	err := <-started
 	for _, f := range append([]*os.File{inR, outW, errW}, extra...) { // the child's ends
@@ -267,7 +275,8 @@ func startJail(spec jailSpec) (*jail, error) {
 		return nil, fmt.Errorf("start jail: %w (run 'warren doctor')", infoErr)
 	}
 	j.initPID = pid
-	for i, f := range []*os.File{outR, errR, statR} {
+	j.status = statR
+	for i, f := range []*os.File{outR, errR} {
 		if j.pipes[i], err = newPipeReader(f); err != nil {
 			j.kill()
 			return nil, fmt.Errorf("start jail: %w", err)
@@ -346,6 +355,47 @@ func (j *jail) kill() {
 	}
 	<-j.exited
 	j.stdin.Close()
+	j.statusClose.Do(func() { j.status.Close() })
+}
+
+// interruptStatus ends a wait for a status record at once.
+func (j *jail) interruptStatus() {
+	if j.status != nil {
+		_ = j.status.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// dropStaleStatus empties the status pipe when the last command did not
+// end with a whole record: a late piece of it must not be read as the
+// next command's.
+func (j *jail) dropStaleStatus() {
+	if !j.statusDirty {
+		return
+	}
+	j.statusDirty = false
+	j.readNow(func([]byte) {})
+}
+
+// readNow hands what the status pipe holds now to take, without waiting
+// (a read deadline cannot do that: a passed one fails before reading).
+func (j *jail) readNow(take func([]byte)) {
+	rc, err := j.status.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		var buf [4096]byte
+		for {
+			n, err := unix.Read(int(fd), buf[:])
+			if err == unix.EINTR {
+				continue
+			}
+			if n <= 0 {
+				return
+			}
+			take(buf[:n])
+		}
+	})
 }
 
 // waitEOF waits until stdout and stderr are drained to their end, at most d.
