@@ -7,13 +7,14 @@ import (
 )
 
 // TestProtocolDescriptorsClosedByTheCommand: a command that closes or
-// redirects the descriptors the protocol uses (status on 9, saved stdout
-// and stderr on 7 and 8) costs at most a restart, never a hang or a wrong
-// answer.
+// redirects the descriptors the protocol uses (its own 0, 1 and 2, the
+// shell's 6, 7 and 8, the status pipe the init script received on 4) costs
+// at most a restart, never a hang or a wrong answer.
 func TestProtocolDescriptorsClosedByTheCommand(t *testing.T) {
 	sh, _ := newTestShell(t)
 	mustRun(t, sh, "mkdir p && cd p && export P=1")
-	for _, cmd := range []string{"exec 9>&-", "exec 7>&-", "exec 8>&-", "exec 9>/dev/null", "exec 0</dev/null"} {
+	for _, cmd := range []string{"exec 9>&-", "exec 7>&-", "exec 8>&-", "exec 6<&-", "exec 9>/dev/null", "exec 0</dev/null",
+		"exec 0<&-", "exec 1>&- 2>&-", "exec >/dev/null 2>&1", "exec 4>&- 5>&- 3>&-"} {
 		res := mustRun(t, sh, cmd, ExecOptions{Timeout: time.Minute})
 		if res.TimedOut || res.Duration > 10*time.Second {
 			t.Errorf("%q: hung until %v (timed out %v)", cmd, res.Duration, res.TimedOut)

@@ -44,29 +44,33 @@ func (r *run) readStatus(f *os.File) bool {
 	return true
 }
 
-// script wraps a command in the protocol. The leading `:` lets dash reap
-// background jobs that ended while it waited for this line (it looks for
-// ended children between commands), so that `kill -0 $!` sees them gone.
-// `command eval` keeps the shell
-// alive on a syntax error (plain eval would exit dash). The redirections on
-// it give the command /dev/null as stdin (off the control pipe) and close
-// the status descriptor for the command alone: the command and its
-// background jobs cannot write to it, and a command that closes or
-// redirects fd 9 changes only its own copy, which the shell restores after.
-// Only builtins run after it, so the trailer works with PATH unset or no
-// processes left: it restores stdout and stderr from their saved copies
-// (7 and 8), in case the command redirected its own with exec (a copy the
-// command closed ends the shell here, before the record: the command's
-// result then says the shell restarted), and writes
-// the status record (`export -p`, then the exit code and the directory,
-// framed by the nonce) on fd 9 through stdout, which costs no per-builtin
-// redirection. The output streams carry no markers: the status record
-// comes after everything the command wrote to them, and Exec drains them
-// when it has the record (pipeReader.drain).
+// script wraps a command in the protocol. Between commands the shell's
+// stdout is the status pipe; 6 is /dev/null, 7 and 8 the output pipes.
+//
+// The leading `:` lets dash reap background jobs that ended while it
+// waited for this line (it looks for ended children between commands), so
+// that `kill -0 $!` sees them gone. `command eval` keeps the shell alive on
+// a syntax error (plain eval would exit dash). Its redirections give the
+// command /dev/null as stdin (off the control pipe) and the output pipes as
+// stdout and stderr, and make whatever the command does to descriptors 0,
+// 1 and 2 (exec >file, exec 2>&-) its own: the shell restores them after,
+// so the command cannot reach the status pipe by those numbers, and a
+// background job never holds it. Only builtins run after it, so the
+// trailer works with PATH unset or no processes left. It first checks that
+// the command left 6, 7 and 8 open (a failed redirection of exec ends the
+// shell, before the record: the command's result then says the shell
+// restarted; a restart is all such a command costs), then writes the
+// status record (`export -p`, then the exit code and the directory, framed
+// by the nonce) to its stdout without a redirection per builtin. The output
+// pipes carry no markers: the record comes after everything the command
+// wrote to them, and Exec drains them once it has the record
+// (pipeReader.drain). Redirections cost several system calls each, every
+// one through the jail's seccomp filter; this is the cheapest form that
+// keeps these guarantees.
 func script(command, nonce string) string {
-	return ": ; command eval " + shellQuote(command) + " </dev/null 9>&-; " +
-		"__warren_status=$?; exec 2>&8 1>&7 1>&9; export -p; " +
-		"printf 'W%s %d\\n%s\\nW%sX\\n' " + nonce + " \"$__warren_status\" \"$PWD\" " + nonce + "; exec 1>&7\n"
+	return ": ; command eval " + shellQuote(command) + " <&6 >&7 2>&8; __warren_status=$?; " +
+		"exec 9<&6 9>&7 9>&8 9>&-; export -p; " +
+		"printf 'W%s %d\\n%s\\nW%sX\\n' " + nonce + " \"$__warren_status\" \"$PWD\" " + nonce + "\n"
 }
 
 // exec runs command in the shell and returns its result (see Exec). It waits for the

@@ -31,7 +31,7 @@ type jail struct {
 	background []int
 
 	pipes [2]*pipeReader // stdout, stderr
-	// status is the read end of the shell's status descriptor (fd 9). Only
+	// status is the read end of the shell's status pipe. Only
 	// Exec reads it, holding the shell's turn; statusDirty says the last
 	// command did not end with a whole record, so a piece of it may still
 	// be in the pipe.
@@ -143,8 +143,9 @@ type jailSpec struct {
 }
 
 // startJail starts bwrap with /bin/sh inside. The shell reads commands on
-// stdin, writes the command's output on stdout/stderr (saved as fds 7 and
-// 8 for restoring), and status records on fd 9.
+// stdin, writes the commands' output on stdout/stderr (moved to fds 7 and
+// 8 by the init script) and status records on fd 4 (its stdout from then
+// on).
 func startJail(spec jailSpec) (*jail, error) {
 	var files []*os.File // child ends, closed once the child has them
 	pipe := func() (r, w *os.File, err error) {
@@ -276,6 +277,7 @@ func startJail(spec jailSpec) (*jail, error) {
 	}
 	j.initPID = pid
 	j.status = statR
+	j.statusDirty = true // what the init script might print is not a record
 	for i, f := range []*os.File{outR, errR} {
 		if j.pipes[i], err = newPipeReader(f); err != nil {
 			j.kill()

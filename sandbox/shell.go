@@ -264,9 +264,9 @@ func (s *Shell) ensureJail() (*jail, error) {
 // hold without a cgroup, the profile's environment, then the saved state.
 func (s *Shell) initScript() string {
 	var b strings.Builder
-	// fd 9: status records; fds 7 and 8: the real stdout and stderr, to
-	// restore after a command that redirected or closed its own.
-	b.WriteString("exec 9>&4 4>&- 7>&1 8>&2\n")
+	// The output pipes move to 7 and 8, the status pipe (4) becomes the
+	// shell's own stdout, and 6 is the commands' stdin (see script).
+	b.WriteString("exec 7>&1 8>&2 1>&4 4>&- 6</dev/null\n")
 	// A write past RLIMIT_FSIZE fails with EFBIG instead of killing the
 	// writer: a builtin (echo > f) would otherwise kill the shell.
 	b.WriteString("trap '' XFSZ\n")
