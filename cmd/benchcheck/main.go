@@ -38,13 +38,13 @@ func targets() map[string]*target {
 		"read_file/floor":  {max: 1.25, why: "read_file 4 KB vs bare MCP tool with the same payload"},
 		"write_file/floor": {max: 1.5, why: "write_file 4 KB vs bare MCP tool taking the same argument"},
 		// sandbox: the Shell's protocol against the raw jailed sh. An
-		// external command pays, besides the protocol's fixed cost (tens of
-		// µs), the seccomp filter on every system call and the cgroup's
-		// accounting on its fork, which the floor's jail has not: security,
-		// not overhead. A builtin shows the protocol's fixed cost alone
-		// (start and end markers on both streams, the status record with
-		// export -p on a third pipe, three reader wake-ups) against a 25 µs
-		// round trip: the target is today's cost, to catch it growing.
+		// external command pays, besides the protocol's fixed cost, the
+		// seccomp filter on every system call and the cgroup's accounting
+		// on its fork, which the floor's jail has not: security, not
+		// overhead. A builtin shows the protocol's fixed cost alone (four
+		// redirections and two writes of the shell, about 30 system calls
+		// through the seccomp filter, the status pipe read by the waiting
+		// goroutine itself) against a round trip of 15-40 µs.
 		"exec-external/floor": {max: 1.3, why: "Shell.Exec 'ls /' vs raw jailed sh (no seccomp, no cgroup)"},
 		"exec-builtin/floor":  {max: 4.0, why: "Shell.Exec 'echo hi' vs raw jailed sh: the protocol's fixed cost"},
 		// cmd/warren BenchmarkObsOverhead: shell_exec echo hi p50 with

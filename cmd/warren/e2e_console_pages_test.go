@@ -100,9 +100,9 @@ func TestConsoleUsageChartIsDrawn(t *testing.T) {
 		t.Fatalf("unpriced model not flagged: %q", w)
 	}
 	b.run("by model", chromedp.SetValue("#usage-group", "model"), chromedp.Evaluate(`document.querySelector("#usage-group").dispatchEvent(new Event("change"))`, nil))
-	b.waitJS("the table by model", `document.querySelector(".usage-table caption").textContent === "By model" && document.querySelector(".usage-table").textContent.includes("gpt-4o")`)
+	b.waitJS("the table by model", `document.querySelector(".usage-table caption")?.textContent === "By model" && document.querySelector(".usage-table")?.textContent.includes("gpt-4o")`)
 	b.run("chart by tokens", chromedp.SetValue("#usage-metric", "tokens"), chromedp.Evaluate(`document.querySelector("#usage-metric").dispatchEvent(new Event("change"))`, nil))
-	b.waitJS("the token chart", `document.querySelector("figure.chart-box figcaption").textContent.startsWith("Tokens")`)
+	b.waitJS("the token chart", `!!document.querySelector("figure.chart-box figcaption")?.textContent.startsWith("Tokens")`)
 	b.screenshots("usage")
 }
 
