@@ -177,3 +177,34 @@ func openFiles(t *testing.T, dir string) *Files {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// The file a write replaces is let go in the background: however many
+// writes run, its descriptors do not pile up.
+func TestWriteFileReleasesReplacedFiles(t *testing.T) {
+	dir := t.TempDir()
+	f := openFiles(t, dir)
+	p, err := f.Resolve("out.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(fds)
+	}
+	before := open()
+	for i := range 1000 {
+		if err := f.WriteFile(p, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := open() - before; n > cap(toClose) {
+		t.Errorf("%d more descriptors are open after 1000 writes: replaced files are not released", n)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "out.txt"))
+	if err != nil || len(b) != 1 || b[0] != byte(999%256) {
+		t.Errorf("out.txt holds %v (%v), want the last write", b, err)
+	}
+}
