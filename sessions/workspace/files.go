@@ -132,9 +132,15 @@ func (f *Files) ReadFile(p Path, limit int64) ([]byte, error) {
 // following a link (a jail may have swapped one in since Resolve), so the
 // new file keeps the mode, owner and ACL (the latter shares a root-owned
 // tree with the jail's uid) of the regular file it replaces, never a
-// link's 0777 or a file's outside. No fsync: the point is atomic
-// visibility for the jail, not durability across a host crash, and fsync
-// would add milliseconds to every edit.
+// link's 0777 or a file's outside.
+//
+// The temporary file is synced (fsync: its data, and the mode, owner and
+// ACL it got) before the rename, so that after a host crash the name holds
+// the old content or the new, never an empty or partial file: without it
+// XFS, and ext4 for a new file or without a journal, can commit the rename
+// before the data. The directory is not synced: a crash may undo the
+// rename, as if the write had not happened (docs/sessions.md, Writing
+// files, has the cost of each).
 func (f *Files) WriteFile(p Path, data []byte) error {
 	if err := f.writeAtomic(p.Rel, data); err != nil {
 		return f.systemError("write", p, err)
@@ -180,6 +186,9 @@ func (f *Files) writeAtomic(rel string, data []byte) error {
 	}
 	if err == nil && acl != nil {
 		err = unix.Fsetxattr(fd, aclXattr, acl, 0)
+	}
+	if err == nil {
+		err = fh.Sync()
 	}
 	if cerr := fh.Close(); err == nil {
 		err = cerr
