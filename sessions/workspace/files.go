@@ -3,6 +3,7 @@ package workspace
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -48,7 +49,12 @@ type Path struct {
 	Rel string
 	// Jail is the entry as the jail sees it (/workspace/...).
 	Jail string
+	// size is the entry's size when Resolve found a regular file there.
+	size int64
 }
+
+// euid is the server's effective uid, which does not change.
+var euid = sync.OnceValue(os.Geteuid)
 
 // OpenFiles opens the workspace dir, which a jail sees as j describes.
 func OpenFiles(dir string, j Jail) (*Files, error) {
@@ -59,7 +65,7 @@ func OpenFiles(dir string, j Jail) (*Files, error) {
 	return &Files{
 		root: r, mount: j.Mount, uid: j.UID, gid: j.GID,
 		// Files created by a root server would be read-only to the jail.
-		chown: os.Geteuid() == 0 && j.UID != 0,
+		chown: euid() == 0 && j.UID != 0,
 	}, nil
 }
 
@@ -75,13 +81,9 @@ func (f *Files) jailPath(rel string) string {
 }
 
 // Size is the size of the regular file at p, 0 when there is none (what a
-// write to p replaces, for quotas).
-func (f *Files) Size(p Path) int64 {
-	if fi, err := f.root.Lstat(p.Rel); err == nil && fi.Mode().IsRegular() {
-		return fi.Size()
-	}
-	return 0
-}
+// write to p replaces, for quotas), as Resolve found it. The jail can
+// change it at any time; a quota check is an estimate either way.
+func (f *Files) Size(p Path) int64 { return p.size }
 
 // ReadFile reads the regular file at p, of at most limit bytes. Anything
 // else is refused before a byte is read: a FIFO would block the call
@@ -154,10 +156,15 @@ func (f *Files) writeAtomic(rel string, data []byte) error {
 	if rel == "." {
 		return f.notFile(rel)
 	}
-	if err := f.mkdirAll(dir); err != nil {
-		return err
+	d, err := f.openDir(dir)
+	if isNotExist(err) || errors.Is(err, syscall.ENOTDIR) {
+		// Create what is missing, then open it again: the directories
+		// usually exist, and looking at each first would walk the path
+		// once more on every write.
+		if err = f.mkdirAll(dir); err == nil {
+			d, err = f.openDir(dir)
+		}
 	}
-	d, err := f.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
@@ -176,22 +183,27 @@ func (f *Files) writeAtomic(rel string, data []byte) error {
 	if err != nil {
 		return &fs.PathError{Op: "create", Path: tmp, Err: err}
 	}
-	fh := os.NewFile(uintptr(fd), tmp)
-	_, err = fh.Write(data)
-	if err == nil {
-		err = fh.Chmod(fs.FileMode(mode))
+	err = writeAll(fd, data)
+	if err == nil && acl == nil {
+		// The mode asked at creation went through the umask (or the
+		// directory's default ACL); an ACL, below, sets the mode bits
+		// itself.
+		err = unix.Fchmod(fd, mode)
 	}
 	if err == nil && f.chown {
-		err = fh.Chown(uid, gid)
+		err = unix.Fchown(fd, uid, gid)
 	}
 	if err == nil && acl != nil {
 		err = unix.Fsetxattr(fd, aclXattr, acl, 0)
 	}
 	if err == nil {
-		err = fh.Sync()
+		err = unix.Fsync(fd)
 	}
-	if cerr := fh.Close(); err == nil {
+	if cerr := unix.Close(fd); err == nil {
 		err = cerr
+	}
+	if err != nil {
+		err = &fs.PathError{Op: "write", Path: tmp, Err: err}
 	}
 	if err == nil {
 		err = unix.Renameat(dfd, tmp, dfd, base)
@@ -199,6 +211,31 @@ func (f *Files) writeAtomic(rel string, data []byte) error {
 	if err != nil {
 		_ = unix.Unlinkat(dfd, tmp, 0)
 		return err
+	}
+	return nil
+}
+
+// openDir opens the directory dir of the workspace, to create and rename
+// entries in it by descriptor. O_NONBLOCK spares the runtime's attempt to
+// make the descriptor pollable (four fcntl calls); it means nothing for a
+// directory.
+func (f *Files) openDir(dir string) (*os.File, error) {
+	return f.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+}
+
+// writeAll writes data to fd, through short writes and interruptions.
+func writeAll(fd int, data []byte) error {
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return io.ErrShortWrite
+		}
+		data = data[n:]
 	}
 	return nil
 }
