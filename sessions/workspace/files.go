@@ -136,13 +136,10 @@ func (f *Files) ReadFile(p Path, limit int64) ([]byte, error) {
 // tree with the jail's uid) of the regular file it replaces, never a
 // link's 0777 or a file's outside.
 //
-// The temporary file is synced (fsync: its data, and the mode, owner and
-// ACL it got) before the rename, so that after a host crash the name holds
-// the old content or the new, never an empty or partial file: without it
-// XFS, and ext4 for a new file or without a journal, can commit the rename
-// before the data. The directory is not synced: a crash may undo the
-// rename, as if the write had not happened (docs/sessions.md, Writing
-// files, has the cost of each).
+// No fsync: the point is atomic visibility for the jail, as for what the
+// jail's own commands write; syncing would double the cost of a small
+// write (docs/sessions.md, Writing files, has the figures and what a host
+// crash can do).
 func (f *Files) WriteFile(p Path, data []byte) error {
 	if err := f.writeAtomic(p.Rel, data); err != nil {
 		return f.systemError("write", p, err)
@@ -195,9 +192,6 @@ func (f *Files) writeAtomic(rel string, data []byte) error {
 	}
 	if err == nil && acl != nil {
 		err = unix.Fsetxattr(fd, aclXattr, acl, 0)
-	}
-	if err == nil {
-		err = unix.Fsync(fd)
 	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
