@@ -3,12 +3,14 @@ package workspace
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -47,7 +49,12 @@ type Path struct {
 	Rel string
 	// Jail is the entry as the jail sees it (/workspace/...).
 	Jail string
+	// size is the entry's size when Resolve found a regular file there.
+	size int64
 }
+
+// euid is the server's effective uid, which does not change.
+var euid = sync.OnceValue(os.Geteuid)
 
 // OpenFiles opens the workspace dir, which a jail sees as j describes.
 func OpenFiles(dir string, j Jail) (*Files, error) {
@@ -58,7 +65,7 @@ func OpenFiles(dir string, j Jail) (*Files, error) {
 	return &Files{
 		root: r, mount: j.Mount, uid: j.UID, gid: j.GID,
 		// Files created by a root server would be read-only to the jail.
-		chown: os.Geteuid() == 0 && j.UID != 0,
+		chown: euid() == 0 && j.UID != 0,
 	}, nil
 }
 
@@ -74,13 +81,9 @@ func (f *Files) jailPath(rel string) string {
 }
 
 // Size is the size of the regular file at p, 0 when there is none (what a
-// write to p replaces, for quotas).
-func (f *Files) Size(p Path) int64 {
-	if fi, err := f.root.Lstat(p.Rel); err == nil && fi.Mode().IsRegular() {
-		return fi.Size()
-	}
-	return 0
-}
+// write to p replaces, for quotas), as Resolve found it. The jail can
+// change it at any time; a quota check is an estimate either way.
+func (f *Files) Size(p Path) int64 { return p.size }
 
 // ReadFile reads the regular file at p, of at most limit bytes. Anything
 // else is refused before a byte is read: a FIFO would block the call
@@ -131,9 +134,12 @@ func (f *Files) ReadFile(p Path, limit int64) ([]byte, error) {
 // following a link (a jail may have swapped one in since Resolve), so the
 // new file keeps the mode, owner and ACL (the latter shares a root-owned
 // tree with the jail's uid) of the regular file it replaces, never a
-// link's 0777 or a file's outside. No fsync: the point is atomic
-// visibility for the jail, not durability across a host crash, and fsync
-// would add milliseconds to every edit.
+// link's 0777 or a file's outside.
+//
+// No fsync: the point is atomic visibility for the jail, as for what the
+// jail's own commands write; syncing would double the cost of a small
+// write (docs/sessions.md, Writing files, has the figures and what a host
+// crash can do).
 func (f *Files) WriteFile(p Path, data []byte) error {
 	if err := f.writeAtomic(p.Rel, data); err != nil {
 		return f.systemError("write", p, err)
@@ -147,19 +153,26 @@ func (f *Files) writeAtomic(rel string, data []byte) error {
 	if rel == "." {
 		return f.notFile(rel)
 	}
-	if err := f.mkdirAll(dir); err != nil {
-		return err
+	d, err := f.openDir(dir)
+	if isNotExist(err) || errors.Is(err, syscall.ENOTDIR) {
+		// Create what is missing, then open it again: the directories
+		// usually exist, and looking at each first would walk the path
+		// once more on every write.
+		if err = f.mkdirAll(dir); err == nil {
+			d, err = f.openDir(dir)
+		}
 	}
-	d, err := f.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	dfd := int(d.Fd())
-	mode, uid, gid, acl, err := f.replaced(dfd, base, rel)
+	old, err := f.replaced(dfd, base, rel)
 	if err != nil {
 		return err
 	}
+	defer old.release()
+	mode, uid, gid, acl := old.mode, old.uid, old.gid, old.acl
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	tmp := "." + base + ".warren-" + hex.EncodeToString(b[:])
@@ -167,19 +180,24 @@ func (f *Files) writeAtomic(rel string, data []byte) error {
 	if err != nil {
 		return &fs.PathError{Op: "create", Path: tmp, Err: err}
 	}
-	fh := os.NewFile(uintptr(fd), tmp)
-	_, err = fh.Write(data)
-	if err == nil {
-		err = fh.Chmod(fs.FileMode(mode))
+	err = writeAll(fd, data)
+	if err == nil && acl == nil {
+		// The mode asked at creation went through the umask (or the
+		// directory's default ACL); an ACL, below, sets the mode bits
+		// itself.
+		err = unix.Fchmod(fd, mode)
 	}
 	if err == nil && f.chown {
-		err = fh.Chown(uid, gid)
+		err = unix.Fchown(fd, uid, gid)
 	}
 	if err == nil && acl != nil {
 		err = unix.Fsetxattr(fd, aclXattr, acl, 0)
 	}
-	if cerr := fh.Close(); err == nil {
+	if cerr := unix.Close(fd); err == nil {
 		err = cerr
+	}
+	if err != nil {
+		err = &fs.PathError{Op: "write", Path: tmp, Err: err}
 	}
 	if err == nil {
 		err = unix.Renameat(dfd, tmp, dfd, base)
@@ -191,6 +209,31 @@ func (f *Files) writeAtomic(rel string, data []byte) error {
 	return nil
 }
 
+// openDir opens the directory dir of the workspace, to create and rename
+// entries in it by descriptor. O_NONBLOCK spares the runtime's attempt to
+// make the descriptor pollable (four fcntl calls); it means nothing for a
+// directory.
+func (f *Files) openDir(dir string) (*os.File, error) {
+	return f.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+}
+
+// writeAll writes data to fd, through short writes and interruptions.
+func writeAll(fd int, data []byte) error {
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return io.ErrShortWrite
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
 // notFile refuses to write over the directory rel.
 func (f *Files) notFile(rel string) error {
 	e := fileErrorf("write", f.jailPath(rel), f.jailPath(rel), ErrNotRegular, "%s is a directory, not a file", f.jailPath(rel))
@@ -198,42 +241,88 @@ func (f *Files) notFile(rel string) error {
 	return e
 }
 
+// replacedFile is what a write keeps of the regular file it replaces
+// (mode, owner, ACL), and a descriptor of it, held until the new file has
+// taken its name.
+type replacedFile struct {
+	mode     uint32
+	uid, gid int
+	acl      []byte
+	fd       int // O_PATH; -1 when nothing is replaced
+}
+
+// release lets the replaced file go. The rename dropped its name, so
+// closing the last descriptor frees it: the kernel truncates it and
+// returns its blocks (with -o discard, trims them too), about 100 µs on
+// ext4, which the caller need not wait for: the write is done and visible.
+// It is handed to a closer in the background, or closed here when the
+// closer is behind.
+func (r replacedFile) release() {
+	if r.fd < 0 {
+		return
+	}
+	closerOnce.Do(func() { go closer() })
+	select {
+	case toClose <- r.fd:
+	default:
+		unix.Close(r.fd)
+	}
+}
+
+// toClose feeds closer; a full queue means it is behind, and the writer
+// closes its own descriptor.
+var (
+	toClose    = make(chan int, 64)
+	closerOnce sync.Once
+)
+
+func closer() {
+	for fd := range toClose {
+		unix.Close(fd)
+	}
+}
+
 // replaced looks at the entry base of the directory dfd, which a write is
 // about to replace, without following it, and returns what the new file
 // keeps of it: mode, owner and ACL. A new file gets 0644 and the jail's uid.
-func (f *Files) replaced(dfd int, base, rel string) (mode uint32, uid, gid int, acl []byte, err error) {
-	mode, uid, gid = 0o644, f.uid, f.gid
+// The caller releases what it returns.
+func (f *Files) replaced(dfd int, base, rel string) (replacedFile, error) {
+	r := replacedFile{mode: 0o644, uid: f.uid, gid: f.gid, fd: -1}
 	fd, err := unix.Openat(dfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err == unix.ENOENT {
-		return mode, uid, gid, nil, nil
+		return r, nil
 	}
 	if err != nil {
-		return 0, 0, 0, nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+		return r, &fs.PathError{Op: "open", Path: rel, Err: err}
 	}
-	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, 0, 0, nil, &fs.PathError{Op: "stat", Path: rel, Err: err}
+		unix.Close(fd)
+		return r, &fs.PathError{Op: "stat", Path: rel, Err: err}
 	}
 	jail := f.jailPath(rel)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 	case unix.S_IFDIR:
-		return 0, 0, 0, nil, f.notFile(rel)
+		unix.Close(fd)
+		return r, f.notFile(rel)
 	case unix.S_IFLNK:
-		return 0, 0, 0, nil, fileErrorf("write", jail, jail, ErrChanged, "%s became a symbolic link while it was written: retry", jail)
+		unix.Close(fd)
+		return r, fileErrorf("write", jail, jail, ErrChanged, "%s became a symbolic link while it was written: retry", jail)
 	default:
+		unix.Close(fd)
 		e := fileErrorf("write", jail, jail, ErrNotRegular, "%s is not a regular file", jail)
 		e.Type = fileType(st.Mode)
-		return 0, 0, 0, nil, e
+		return r, e
 	}
 	// An O_PATH descriptor has no xattr calls of its own; its /proc link
 	// reaches the same inode, not a path the jail could change.
 	buf := make([]byte, 1024)
 	if n, err := unix.Getxattr(fmt.Sprintf("/proc/self/fd/%d", fd), aclXattr, buf); err == nil && n > 0 {
-		acl = buf[:n]
+		r.acl = buf[:n]
 	}
-	return st.Mode & 0o777, int(st.Uid), int(st.Gid), acl, nil
+	r.mode, r.uid, r.gid, r.fd = st.Mode&0o777, int(st.Uid), int(st.Gid), fd
+	return r, nil
 }
 
 // fileType is the fs type bits of a stat mode.

@@ -14,13 +14,14 @@ import (
 // as they stay in the workspace.
 func (f *Files) Resolve(asked string) (Path, error) {
 	rel, err := f.relPath(asked)
+	var size int64
 	if err == nil {
-		rel, err = f.resolve(rel)
+		rel, size, err = f.resolve(rel)
 	}
 	if err != nil {
 		return Path{}, f.systemError("resolve", Path{Asked: asked}, err)
 	}
-	return Path{Asked: asked, Rel: rel, Jail: f.jailPath(rel)}, nil
+	return Path{Asked: asked, Rel: rel, Jail: f.jailPath(rel), size: size}, nil
 }
 
 // relPath turns a path argument into a path relative to the workspace
@@ -68,7 +69,11 @@ const maxLinks = 40
 // Every step goes through os.Root, and so does every later open of the
 // result: a jail that swaps entries while this runs can only redirect the
 // call to another place in the workspace, never out of it.
-func (f *Files) resolve(rel string) (string, error) {
+//
+// The size of the entry, when it is a regular file, comes along: what a
+// write replaces, for the quota, without another walk.
+func (f *Files) resolve(rel string) (string, int64, error) {
+	var size int64
 	var done []string // resolved components: directories, and the last one
 	todo := strings.Split(rel, "/")
 	links, lastLink := 0, ""
@@ -83,10 +88,10 @@ func (f *Files) resolve(rel string) (string, error) {
 			continue
 		case "..":
 			if len(done) == 0 && lastLink == "" {
-				return "", f.outside("resolve", rel) // relPath lets none through
+				return "", 0, f.outside("resolve", rel) // relPath lets none through
 			}
 			if len(done) == 0 {
-				return "", leadsOut("%s leads outside the workspace: the file tools follow links only within %s", lastLink, f.mount)
+				return "", 0, leadsOut("%s leads outside the workspace: the file tools follow links only within %s", lastLink, f.mount)
 			}
 			done = done[:len(done)-1]
 			continue
@@ -95,40 +100,44 @@ func (f *Files) resolve(rel string) (string, error) {
 		fi, err := f.root.Lstat(cur)
 		if isNotExist(err) {
 			if slices.Contains(todo, "..") {
-				return "", err
+				return "", 0, err
 			}
-			return path.Join(append(append(done, c), todo...)...), nil
+			return path.Join(append(append(done, c), todo...)...), 0, nil
 		}
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
 		if fi.Mode().Type() != fs.ModeSymlink {
 			done = append(done, c)
+			size = 0
+			if fi.Mode().IsRegular() {
+				size = fi.Size()
+			}
 			continue
 		}
 		if links++; links > maxLinks {
 			jail := f.jailPath(rel)
-			return "", fileErrorf("resolve", jail, jail, ErrTooManyLinks, "%s: too many symbolic links (a loop?)", jail)
+			return "", 0, fileErrorf("resolve", jail, jail, ErrTooManyLinks, "%s: too many symbolic links (a loop?)", jail)
 		}
 		target, err := f.root.Readlink(cur)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
 		lastLink = f.jailPath(cur)
 		next := strings.Split(target, "/")
 		if path.IsAbs(target) {
 			in, ok := f.underMount(next)
 			if !ok {
-				return "", leadsOut("%s is a symbolic link to %s, outside the workspace: the file tools follow links only within %s", lastLink, target, f.mount)
+				return "", 0, leadsOut("%s is a symbolic link to %s, outside the workspace: the file tools follow links only within %s", lastLink, target, f.mount)
 			}
 			done, next = nil, in
 		}
 		todo = append(next, todo...)
 	}
 	if len(done) == 0 {
-		return ".", nil
+		return ".", 0, nil
 	}
-	return path.Join(done...), nil
+	return path.Join(done...), size, nil
 }
 
 // underMount returns the components of an absolute link target after the

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warrenhq/warren/sessions/errs"
 )
 
@@ -176,4 +178,110 @@ func openFiles(t *testing.T, dir string) *Files {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// The file a write replaces is let go in the background: however many
+// writes run, its descriptors do not pile up.
+func TestWriteFileReleasesReplacedFiles(t *testing.T) {
+	dir := t.TempDir()
+	f := openFiles(t, dir)
+	p, err := f.Resolve("out.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(fds)
+	}
+	before := open()
+	for i := range 1000 {
+		if err := f.WriteFile(p, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := open() - before; n > cap(toClose) {
+		t.Errorf("%d more descriptors are open after 1000 writes: replaced files are not released", n)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "out.txt"))
+	if err != nil || len(b) != 1 || b[0] != byte(999%256) {
+		t.Errorf("out.txt holds %v (%v), want the last write", b, err)
+	}
+}
+
+// A write replaces a file with one that keeps its mode (whatever the
+// umask), owner and ACL; a new file gets 0644 and the jail's uid.
+func TestWriteFileKeepsModeOwnerAndACL(t *testing.T) {
+	dir := t.TempDir()
+	j := Jail{Mount: "/workspace", UID: os.Getuid(), GID: os.Getgid()}
+	owner := j.UID
+	if os.Geteuid() == 0 {
+		j.UID, j.GID, owner = 65534, 65534, 1234
+	}
+	// u::rw-, u:65534:rw-, g::r--, m::rw-, o::---
+	acl := []byte{2, 0, 0, 0,
+		1, 0, 6, 0, 0xff, 0xff, 0xff, 0xff,
+		2, 0, 6, 0, 0xfe, 0xff, 0, 0,
+		4, 0, 4, 0, 0xff, 0xff, 0xff, 0xff,
+		0x10, 0, 6, 0, 0xff, 0xff, 0xff, 0xff,
+		0x20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}
+	for name, mode := range map[string]fs.FileMode{"acl.txt": 0o640, "plain.txt": 0o606} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("old"), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, owner, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Setxattr(filepath.Join(dir, "acl.txt"), aclXattr, acl, 0); err != nil {
+		t.Fatal(err)
+	}
+	type attrs struct {
+		mode     fs.FileMode
+		uid, gid uint32
+		acl      string
+	}
+	attrsOf := func(name string) attrs {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 256)
+		n, err := unix.Lgetxattr(filepath.Join(dir, name), aclXattr, buf)
+		if err != nil {
+			n = 0
+		}
+		return attrs{fs.FileMode(st.Mode & 0o7777), st.Uid, st.Gid, string(buf[:n])}
+	}
+	before := map[string]attrs{"acl.txt": attrsOf("acl.txt"), "plain.txt": attrsOf("plain.txt")}
+	f, err := OpenFiles(dir, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, name := range []string{"acl.txt", "plain.txt", "new.txt"} {
+		p, err := f.Resolve(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.WriteFile(p, []byte("new")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range before {
+		if got := attrsOf(name); got != want {
+			t.Errorf("%s after a write: %+v, want %+v as before", name, got, want)
+		}
+	}
+	want := attrs{0o644, uint32(j.UID), uint32(j.GID), ""}
+	if got := attrsOf("new.txt"); got != want {
+		t.Errorf("new.txt: %+v, want %+v", got, want)
+	}
 }
