@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -15,8 +16,8 @@ import (
 )
 
 // tracingOptions connect mcp-go's tracing hooks to OpenTelemetry: a server
-// span per JSON-RPC request (mcp.<method>), an internal span per tool
-// handler (tool.<name>), and the W3C trace context a client sends in the
+// span per JSON-RPC request (mcp.<method>; a tool call's is also its
+// handler's, see toolSpan), and the W3C trace context a client sends in the
 // request's _meta (traceparent, tracestate) or, over HTTP, in its headers
 // as the parent. Spans go to the global tracer provider, which cmd/warren
 // sets up from the OTEL_* environment.
@@ -36,6 +37,11 @@ var w3c = propagation.TraceContext{}
 type otelTracer struct{ t trace.Tracer }
 
 func (o otelTracer) Start(ctx context.Context, name string, kind tracing.SpanKind, attrs ...tracing.Attribute) (context.Context, tracing.Span) {
+	if kind == tracing.SpanKindInternal && strings.HasPrefix(name, "tool.") {
+		if p, ok := tracing.SpanFromContext(ctx).(otelSpan); ok {
+			return ctx, toolSpan(p)
+		}
+	}
 	kv := make([]attribute.KeyValue, len(attrs))
 	for i, a := range attrs {
 		kv[i] = attribute.String(a.Key, a.Value)
@@ -79,6 +85,24 @@ func (o otelSpan) SetStatus(code tracing.StatusCode, description string) {
 }
 
 func (o otelSpan) End() { o.s.End() }
+
+// toolSpan stands in for the span mcp-go opens around a tool's handler
+// (tool.<name>), which would cover the same time as the request's span
+// (mcp.tools/call, which already names the tool in mcp.tool.name) and
+// cost a fifth of the spans of a shell_exec. What mcp-go records on it, a
+// handler's error and status, goes to the request's span; End is the
+// request's to call.
+type toolSpan otelSpan
+
+func (toolSpan) SetAttributes(...tracing.Attribute) {} // mcp.tool.name, on the request's span already
+
+func (t toolSpan) RecordError(err error) { otelSpan(t).RecordError(err) }
+
+func (t toolSpan) SetStatus(code tracing.StatusCode, description string) {
+	otelSpan(t).SetStatus(code, description)
+}
+
+func (toolSpan) End() {}
 
 // headerPropagator reads the trace context of HTTP requests' headers.
 type headerPropagator struct{}
