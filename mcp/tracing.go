@@ -38,8 +38,8 @@ type otelTracer struct{ t trace.Tracer }
 
 func (o otelTracer) Start(ctx context.Context, name string, kind tracing.SpanKind, attrs ...tracing.Attribute) (context.Context, tracing.Span) {
 	if kind == tracing.SpanKindInternal && strings.HasPrefix(name, "tool.") {
-		if p, ok := tracing.SpanFromContext(ctx).(otelSpan); ok {
-			return ctx, toolSpan(p)
+		if p, ok := tracing.SpanFromContext(ctx).(*otelSpan); ok {
+			return ctx, toolSpan{p}
 		}
 	}
 	kv := make([]attribute.KeyValue, len(attrs))
@@ -47,7 +47,7 @@ func (o otelTracer) Start(ctx context.Context, name string, kind tracing.SpanKin
 		kv[i] = attribute.String(a.Key, a.Value)
 	}
 	ctx, sp := o.t.Start(ctx, name, trace.WithSpanKind(spanKind(kind)), trace.WithAttributes(kv...))
-	s := otelSpan{sp}
+	s := &otelSpan{sp} // a pointer: an interface holds it without copying
 	// mcp-go looks for the request's span under its own key.
 	return tracing.ContextWithSpan(ctx, s), s
 }
@@ -67,15 +67,15 @@ func spanKind(k tracing.SpanKind) trace.SpanKind {
 // otelSpan adapts an OpenTelemetry span to mcp-go's tracing.Span.
 type otelSpan struct{ s trace.Span }
 
-func (o otelSpan) SetAttributes(attrs ...tracing.Attribute) {
+func (o *otelSpan) SetAttributes(attrs ...tracing.Attribute) {
 	for _, a := range attrs {
 		o.s.SetAttributes(attribute.String(a.Key, a.Value))
 	}
 }
 
-func (o otelSpan) RecordError(err error) { o.s.RecordError(err) }
+func (o *otelSpan) RecordError(err error) { o.s.RecordError(err) }
 
-func (o otelSpan) SetStatus(code tracing.StatusCode, description string) {
+func (o *otelSpan) SetStatus(code tracing.StatusCode, description string) {
 	switch code {
 	case tracing.StatusError:
 		o.s.SetStatus(codes.Error, description)
@@ -84,7 +84,7 @@ func (o otelSpan) SetStatus(code tracing.StatusCode, description string) {
 	}
 }
 
-func (o otelSpan) End() { o.s.End() }
+func (o *otelSpan) End() { o.s.End() }
 
 // toolSpan stands in for the span mcp-go opens around a tool's handler
 // (tool.<name>), which would cover the same time as the request's span
@@ -92,14 +92,14 @@ func (o otelSpan) End() { o.s.End() }
 // cost a fifth of the spans of a shell_exec. What mcp-go records on it, a
 // handler's error and status, goes to the request's span; End is the
 // request's to call.
-type toolSpan otelSpan
+type toolSpan struct{ req *otelSpan }
 
 func (toolSpan) SetAttributes(...tracing.Attribute) {} // mcp.tool.name, on the request's span already
 
-func (t toolSpan) RecordError(err error) { otelSpan(t).RecordError(err) }
+func (t toolSpan) RecordError(err error) { t.req.RecordError(err) }
 
 func (t toolSpan) SetStatus(code tracing.StatusCode, description string) {
-	otelSpan(t).SetStatus(code, description)
+	t.req.SetStatus(code, description)
 }
 
 func (toolSpan) End() {}
