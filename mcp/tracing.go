@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -15,8 +16,8 @@ import (
 )
 
 // tracingOptions connect mcp-go's tracing hooks to OpenTelemetry: a server
-// span per JSON-RPC request (mcp.<method>), an internal span per tool
-// handler (tool.<name>), and the W3C trace context a client sends in the
+// span per JSON-RPC request (mcp.<method>; a tool call's is also its
+// handler's, see toolSpan), and the W3C trace context a client sends in the
 // request's _meta (traceparent, tracestate) or, over HTTP, in its headers
 // as the parent. Spans go to the global tracer provider, which cmd/warren
 // sets up from the OTEL_* environment.
@@ -36,12 +37,17 @@ var w3c = propagation.TraceContext{}
 type otelTracer struct{ t trace.Tracer }
 
 func (o otelTracer) Start(ctx context.Context, name string, kind tracing.SpanKind, attrs ...tracing.Attribute) (context.Context, tracing.Span) {
+	if kind == tracing.SpanKindInternal && strings.HasPrefix(name, "tool.") {
+		if p, ok := tracing.SpanFromContext(ctx).(*otelSpan); ok {
+			return ctx, toolSpan{p}
+		}
+	}
 	kv := make([]attribute.KeyValue, len(attrs))
 	for i, a := range attrs {
 		kv[i] = attribute.String(a.Key, a.Value)
 	}
 	ctx, sp := o.t.Start(ctx, name, trace.WithSpanKind(spanKind(kind)), trace.WithAttributes(kv...))
-	s := otelSpan{sp}
+	s := &otelSpan{sp} // a pointer: an interface holds it without copying
 	// mcp-go looks for the request's span under its own key.
 	return tracing.ContextWithSpan(ctx, s), s
 }
@@ -61,15 +67,15 @@ func spanKind(k tracing.SpanKind) trace.SpanKind {
 // otelSpan adapts an OpenTelemetry span to mcp-go's tracing.Span.
 type otelSpan struct{ s trace.Span }
 
-func (o otelSpan) SetAttributes(attrs ...tracing.Attribute) {
+func (o *otelSpan) SetAttributes(attrs ...tracing.Attribute) {
 	for _, a := range attrs {
 		o.s.SetAttributes(attribute.String(a.Key, a.Value))
 	}
 }
 
-func (o otelSpan) RecordError(err error) { o.s.RecordError(err) }
+func (o *otelSpan) RecordError(err error) { o.s.RecordError(err) }
 
-func (o otelSpan) SetStatus(code tracing.StatusCode, description string) {
+func (o *otelSpan) SetStatus(code tracing.StatusCode, description string) {
 	switch code {
 	case tracing.StatusError:
 		o.s.SetStatus(codes.Error, description)
@@ -78,7 +84,25 @@ func (o otelSpan) SetStatus(code tracing.StatusCode, description string) {
 	}
 }
 
-func (o otelSpan) End() { o.s.End() }
+func (o *otelSpan) End() { o.s.End() }
+
+// toolSpan stands in for the span mcp-go opens around a tool's handler
+// (tool.<name>), which would cover the same time as the request's span
+// (mcp.tools/call, which already names the tool in mcp.tool.name) and
+// cost a fifth of the spans of a shell_exec. What mcp-go records on it, a
+// handler's error and status, goes to the request's span; End is the
+// request's to call.
+type toolSpan struct{ req *otelSpan }
+
+func (toolSpan) SetAttributes(...tracing.Attribute) {} // mcp.tool.name, on the request's span already
+
+func (t toolSpan) RecordError(err error) { t.req.RecordError(err) }
+
+func (t toolSpan) SetStatus(code tracing.StatusCode, description string) {
+	t.req.SetStatus(code, description)
+}
+
+func (toolSpan) End() {}
 
 // headerPropagator reads the trace context of HTTP requests' headers.
 type headerPropagator struct{}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -66,11 +67,7 @@ func TestShellExecSpans(t *testing.T) {
 		t.Helper()
 		s, ok := byName[name]
 		if !ok {
-			var names []string
-			for n := range byName {
-				names = append(names, n)
-			}
-			t.Fatalf("no span %q among %v", name, names)
+			t.Fatalf("no span %q among %v", name, names(byName))
 		}
 		return s
 	}
@@ -81,7 +78,15 @@ func TestShellExecSpans(t *testing.T) {
 	if got := req.Parent.SpanID().String(); got != parentSpan || !req.Parent.IsRemote() {
 		t.Errorf("request span parent %s (remote %v), want the client's span %s", got, req.Parent.IsRemote(), parentSpan)
 	}
-	tool := get("tool.shell_exec")
+	var tool string
+	for _, a := range req.Attributes {
+		if a.Key == "mcp.tool.name" {
+			tool = a.Value.AsString()
+		}
+	}
+	if tool != "shell_exec" {
+		t.Errorf("request span's mcp.tool.name %q, want shell_exec", tool)
+	}
 	wantParent := func(child, parent tracetest.SpanStub) {
 		t.Helper()
 		if child.Parent.SpanID() != parent.SpanContext.SpanID() || child.SpanContext.TraceID() != req.SpanContext.TraceID() {
@@ -89,9 +94,43 @@ func TestShellExecSpans(t *testing.T) {
 				child.SpanContext.TraceID(), parent.Name, parent.SpanContext.SpanID(), req.SpanContext.TraceID())
 		}
 	}
-	wantParent(tool, req)
-	wantParent(get("sessions.open"), tool)
+	// The request's span is the tool call's: no second span covers the
+	// same time (tracing.go, toolSpan).
+	wantParent(get("sessions.open"), req)
 	exec := get("sandbox.exec")
-	wantParent(exec, tool)
+	wantParent(exec, req)
 	wantParent(get("sandbox.jail_start"), exec)
+	if _, ok := byName["tool.shell_exec"]; ok {
+		t.Errorf("a tool.shell_exec span besides the request's: %v", names(byName))
+	}
+
+	// A tool's error result marks the request's span.
+	exp.Reset()
+	msg = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shell_exec","arguments":{"command":"true","session_id":"s-0000000000000000"}}}`
+	resp = srv.MCPServer().HandleMessage(WithUser(context.Background(), "alice"), json.RawMessage(msg))
+	if out, _ := json.Marshal(resp); !strings.Contains(string(out), `"isError":true`) {
+		t.Fatalf("shell_exec in a session that does not exist: %s", out)
+	}
+	_ = tp.ForceFlush(context.Background())
+	var found bool
+	for _, s := range exp.GetSpans() {
+		if s.Name == "mcp.tools/call" {
+			found = true
+			if s.Status.Code != codes.Error {
+				t.Errorf("request span of a tool error: status %v, want Error", s.Status)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no request span for the failed call among %d spans", len(exp.GetSpans()))
+	}
+}
+
+// names lists the span names of byName.
+func names(byName map[string]tracetest.SpanStub) []string {
+	var out []string
+	for n := range byName {
+		out = append(out, n)
+	}
+	return out
 }

@@ -61,7 +61,9 @@ func setupTracing(log zerolog.Logger) (func(context.Context) error, error) {
 	if err != nil {
 		res = resource.Default()
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	// The SDK's batch processor, fed in bunches (telemetry_spans.go).
+	sp := newSpanGather(sdktrace.NewBatchSpanProcessor(exp), gatherConfigFromEnv())
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn().Err(err).Msg("tracing") }))
