@@ -10,7 +10,7 @@ import (
 )
 
 // openTestDB opens a fresh SQLite database in the test's directory.
-func openTestDB(t *testing.T) *sql.DB {
+func openTestDB(t testing.TB) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "warren.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
 	if err != nil {
