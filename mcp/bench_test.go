@@ -3,20 +3,14 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"runtime/metrics"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sandbox"
-	"github.com/warrenhq/warren/sessions"
-	"github.com/warrenhq/warren/sessions/events"
 )
 
 // BenchmarkShellExecOverhead measures what warren adds to a command
@@ -28,40 +22,7 @@ import (
 // floor is in cmd/warren. Run: go test -run X -bench ShellExecOverhead ./mcp/
 func BenchmarkShellExecOverhead(b *testing.B) {
 	ctx := context.Background()
-	data, ws := b.TempDir(), b.TempDir()
-	for _, d := range []string{data, ws} { // the jail's uid must reach them
-		if err := os.Chmod(filepath.Dir(d), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.Chmod(d, 0o755); err != nil {
-			b.Fatal(err)
-		}
-	}
-	db := openTestDB(b)
-	store, err := sessions.NewStore(ctx, db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	mgr, err := sessions.NewManager(store, sessions.Config{DataDir: data, BindDir: ws, AllowLocalSources: true,
-		QuotaBytes: 10 << 30, QuotaInterval: 30 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer mgr.Close(ctx)
-	activity, err := events.Open(ctx, db, events.Options{Log: zerolog.Nop()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer activity.Close()
-	meter, err := metering.Open(ctx, db, metering.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := New(Options{Sessions: mgr, Meter: meter, Events: activity, Log: zerolog.Nop()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
+	srv, _ := newJailServer(b, Options{})
 	bare, err := sandbox.NewShell(sandbox.DefaultProfile(b.TempDir()), sandbox.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -69,7 +30,7 @@ func BenchmarkShellExecOverhead(b *testing.B) {
 	defer bare.Close()
 
 	call := json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell_exec","arguments":{"command":"echo hi"}}}`)
-	userCtx := WithUser(ctx, "alice")
+	userCtx := WithUser(ctx, testUser)
 	warren := func() time.Duration {
 		start := time.Now()
 		resp := srv.MCPServer().HandleMessage(userCtx, call)
@@ -94,17 +55,22 @@ func BenchmarkShellExecOverhead(b *testing.B) {
 	}
 	// CPU time is measured too: the machine is shared, and the time a
 	// call takes varies with the load more than the work it does.
+	// So are the goroutines started and the objects allocated: counts
+	// that do not depend on the load.
 	var got, bases []time.Duration
 	var cpuWarren, cpuBare time.Duration
+	var counts [2]counters // bare, warren
 	b.ResetTimer()
 	for range b.N {
-		c0 := cpuTime()
+		c0, n0 := cpuTime(), readCounters()
 		bases = append(bases, floor())
-		c1 := cpuTime()
+		c1, n1 := cpuTime(), readCounters()
 		got = append(got, warren())
-		c2 := cpuTime()
+		c2, n2 := cpuTime(), readCounters()
 		cpuBare += c1 - c0
 		cpuWarren += c2 - c1
+		counts[0].add(n1, n0)
+		counts[1].add(n2, n1)
 	}
 	b.StopTimer()
 	p50 := func(ds []time.Duration) float64 {
@@ -118,6 +84,26 @@ func BenchmarkShellExecOverhead(b *testing.B) {
 	b.ReportMetric(w-f, "warren-µs")
 	perCall := func(d time.Duration) float64 { return float64(d) / float64(b.N) / float64(time.Microsecond) }
 	b.ReportMetric(perCall(cpuWarren-cpuBare), "warren-cpu-µs")
+	b.ReportMetric(float64(counts[1].goroutines-counts[0].goroutines)/float64(b.N), "warren-goroutines/op")
+	b.ReportMetric(float64(counts[1].allocs-counts[0].allocs)/float64(b.N), "warren-allocs/op")
+}
+
+// counters are the runtime's counts of goroutines started and heap objects
+// allocated.
+type counters struct{ goroutines, allocs uint64 }
+
+var counterNames = []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}, {Name: "/gc/heap/allocs:objects"}}
+
+func readCounters() counters {
+	s := append([]metrics.Sample(nil), counterNames...)
+	metrics.Read(s)
+	return counters{s[0].Value.Uint64(), s[1].Value.Uint64()}
+}
+
+// add adds the counts between from and to.
+func (c *counters) add(to, from counters) {
+	c.goroutines += to.goroutines - from.goroutines
+	c.allocs += to.allocs - from.allocs
 }
 
 // cpuTime is the CPU time this process used so far, user and system.

@@ -37,6 +37,7 @@ type job struct {
 	pending  [2][]byte      // output not yet returned to the caller, tail kept
 	dropped  [2]int64       // bytes dropped from the front of pending
 	yielded  bool           // a call returned before the end: it is left running as a job
+	ended    bool           // the command ended (set before done closes)
 	listener *progress      // the call currently waiting, for progress
 	log      *events.Stream // the activity log's recorder of the output, or nil
 	finished time.Time
@@ -187,7 +188,12 @@ func (js *jobs) run(j *job) {
 	}
 	j.mu.Lock()
 	j.res, j.err, j.finished = res, err, time.Now()
+	j.ended = true
+	left := j.yielded
 	j.mu.Unlock()
+	if left {
+		j.closeLog() // nobody may wait for it: its output is logged now
+	}
 	close(j.done)
 }
 
@@ -224,14 +230,20 @@ func (js *jobs) broadcastLocked() {
 }
 
 // leave marks j as left running (its call yielded): calls queued behind it
-// are refused with its id instead of waiting for nobody.
+// are refused with its id instead of waiting for nobody. The activity log
+// of a job left running is closed when it ends, by run, or here if it
+// ended already: a call that waits for the end closes it itself.
 func (js *jobs) leave(j *job) {
 	js.mu.Lock()
 	j.mu.Lock()
 	j.yielded = true
+	ended := j.ended
 	j.mu.Unlock()
 	js.broadcastLocked()
 	js.mu.Unlock()
+	if ended {
+		j.closeLog()
+	}
 }
 
 // get returns owner's job id; another user's job does not exist.
