@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"runtime/metrics"
 	"sort"
 	"strings"
@@ -10,45 +11,61 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
 	"github.com/warrenhq/warren/sandbox"
 )
 
 // BenchmarkShellExecOverhead measures what warren adds to a command
 // outside the jail: shell_exec 'echo hi' handled in process (mcp-go, the
 // middlewares, the session manager with its guard and quota, the job, the
-// activity log and the meter, as 'serve' sets them up) against the same
-// command on a bare sandbox.Shell, interleaved. The difference of the
-// medians is warren's own time; the stdio benchmark against the physical
-// floor is in cmd/warren. Run: go test -run X -bench ShellExecOverhead ./mcp/
+// activity log and the meter, as 'serve' sets them up) against a bare
+// mcp-go tool that runs the same command on a bare sandbox.Shell and
+// returns warren's own result, interleaved. The difference of the medians
+// is warren's own time, with neither transport; the stdio benchmark
+// against the physical floor is in cmd/warren.
+// Run: go test -run X -bench ShellExecOverhead ./mcp/
 func BenchmarkShellExecOverhead(b *testing.B) {
 	ctx := context.Background()
 	srv, _ := newJailServer(b, Options{})
+	call := json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell_exec","arguments":{"command":"echo hi"}}}`)
+	userCtx := WithUser(ctx, testUser)
+	var payload struct {
+		Result struct {
+			Content    []mcp.TextContent `json:"content"`
+			Structured map[string]any    `json:"structuredContent"`
+		} `json:"result"`
+	}
+	out, _ := json.Marshal(srv.MCPServer().HandleMessage(userCtx, call))
+	if err := json.Unmarshal(out, &payload); err != nil || len(payload.Result.Content) != 1 {
+		b.Fatalf("shell_exec echo hi: %s", out)
+	}
+
 	bare, err := sandbox.NewShell(sandbox.DefaultProfile(b.TempDir()), sandbox.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer bare.Close()
-
-	call := json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell_exec","arguments":{"command":"echo hi"}}}`)
-	userCtx := WithUser(ctx, testUser)
-	warren := func() time.Duration {
+	floorSrv := server.NewMCPServer("floor", "1")
+	floorSrv.AddTool(mcp.NewTool("shell_exec"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := bare.Exec(ctx, req.GetString("command", ""), sandbox.ExecOptions{Timeout: time.Minute})
+		if err != nil || string(res.Stdout) != "hi\n" {
+			return nil, fmt.Errorf("bare echo hi: %v %q", err, res.Stdout)
+		}
+		return mcp.NewToolResultStructured(payload.Result.Structured, payload.Result.Content[0].Text), nil
+	})
+	run := func(s *server.MCPServer, ctx context.Context) time.Duration {
 		start := time.Now()
-		resp := srv.MCPServer().HandleMessage(userCtx, call)
+		resp := s.HandleMessage(ctx, call)
 		d := time.Since(start)
 		if out, _ := json.Marshal(resp); !strings.Contains(string(out), `hi\n`) || strings.Contains(string(out), `"isError":true`) {
 			b.Fatalf("shell_exec echo hi: %s", out)
 		}
 		return d
 	}
-	floor := func() time.Duration {
-		start := time.Now()
-		res, err := bare.Exec(ctx, "echo hi", sandbox.ExecOptions{Timeout: time.Minute})
-		d := time.Since(start)
-		if err != nil || string(res.Stdout) != "hi\n" {
-			b.Fatalf("bare echo hi: %v %q", err, res.Stdout)
-		}
-		return d
-	}
+	warren := func() time.Duration { return run(srv.MCPServer(), userCtx) }
+	floor := func() time.Duration { return run(floorSrv, ctx) }
 	for range 50 { // start both jails, fill caches
 		warren()
 		floor()
@@ -59,7 +76,7 @@ func BenchmarkShellExecOverhead(b *testing.B) {
 	// that do not depend on the load.
 	var got, bases []time.Duration
 	var cpuWarren, cpuBare time.Duration
-	var counts [2]counters // bare, warren
+	var counts [2]counters // floor, warren
 	b.ResetTimer()
 	for range b.N {
 		c0, n0 := cpuTime(), readCounters()
@@ -80,7 +97,7 @@ func BenchmarkShellExecOverhead(b *testing.B) {
 	w, f := p50(got), p50(bases)
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(w, "shell_exec-p50-µs")
-	b.ReportMetric(f, "bare-exec-p50-µs")
+	b.ReportMetric(f, "floor-p50-µs")
 	b.ReportMetric(w-f, "warren-µs")
 	perCall := func(d time.Duration) float64 { return float64(d) / float64(b.N) / float64(time.Microsecond) }
 	b.ReportMetric(perCall(cpuWarren-cpuBare), "warren-cpu-µs")
