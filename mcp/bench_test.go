@@ -109,8 +109,8 @@ func BenchmarkShellExecOverhead(b *testing.B) {
 	b.ReportMetric(paired, "warren-paired-µs")
 	perCall := func(d time.Duration) float64 { return float64(d) / float64(b.N) / float64(time.Microsecond) }
 	b.ReportMetric(perCall(cpuWarren-cpuBare), "warren-cpu-µs")
-	b.ReportMetric(float64(counts[1].goroutines-counts[0].goroutines)/float64(b.N), "warren-goroutines/op")
-	b.ReportMetric(float64(counts[1].allocs-counts[0].allocs)/float64(b.N), "warren-allocs/op")
+	b.ReportMetric((float64(counts[1].goroutines)-float64(counts[0].goroutines))/float64(b.N), "warren-goroutines/op")
+	b.ReportMetric((float64(counts[1].allocs)-float64(counts[0].allocs))/float64(b.N), "warren-allocs/op")
 }
 
 // counters are the runtime's counts of goroutines started and heap objects
