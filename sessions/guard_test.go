@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,8 +55,9 @@ func swapLink(t testing.TB, path, target string) {
 // runs, a host user makes the bound path lead to a system directory, or
 // moves the bound directory itself into the data directory (the same
 // directory, in a place no session may be) and links the path to it. The
-// next command (which could start a jail on the path), every file tool and
-// the diff refuse it; put back, the session works again.
+// next command (which could start a jail on the path), every file tool, the
+// diff and a copy of the session refuse it; put back, the session works
+// again.
 func TestASwappedBindIsRefusedWhileItsShellRuns(t *testing.T) {
 	ctx := context.Background()
 	m, s, data, bound := boundSession(t)
@@ -93,6 +95,12 @@ func TestASwappedBindIsRefusedWhileItsShellRuns(t *testing.T) {
 			}
 			if _, _, err := m.Diff(ctx, "alice", s.ID, 1<<20); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s: diff: %v, want a refusal", tc.name, err)
+			}
+		}
+		if c, err := m.Create(ctx, "alice", CreateOptions{CopyOf: s.ID}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: a copy of the session: %v, want a refusal", tc.name, err)
+			if err == nil {
+				m.Delete(ctx, "alice", c.ID)
 			}
 		}
 		if err := os.Remove(bound); err != nil {
@@ -176,4 +184,59 @@ func TestAFlippingLinkNeverOpensAnotherDirectory(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("%d reads, %d refusals", read.Load(), refused.Load())
+}
+
+// TestAFlippingLinkNeverReachesTheAudit: the same flipping link while the
+// session's diff snapshots its workspace: the diff either is refused or
+// shows the bound directory; the decoy's content never enters the audit
+// repository nor comes back in a patch.
+func TestAFlippingLinkNeverReachesTheAudit(t *testing.T) {
+	ctx := context.Background()
+	m, s, data, bound := boundSession(t)
+	decoy := filepath.Join(data, "decoy")
+	if err := os.Mkdir(decoy, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := "decoy-" + NewID()
+	if err := os.WriteFile(filepath.Join(decoy, "note.txt"), []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	real := bound + "-real"
+	if err := os.Rename(bound, real); err != nil {
+		t.Fatal(err)
+	}
+	swapLink(t, bound, real)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				swapLink(t, bound, real)
+				return
+			default:
+			}
+			if i%2 == 0 {
+				swapLink(t, bound, decoy)
+			} else {
+				swapLink(t, bound, real)
+			}
+		}
+	})
+	var diffs, refused int
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) || diffs == 0 || refused == 0 {
+		_, d, err := m.Diff(ctx, "alice", s.ID, 1<<20)
+		if err != nil {
+			refused++
+			continue
+		}
+		diffs++
+		if strings.Contains(d.Patch, secret) || strings.Contains(fmt.Sprint(d.Files), "decoy") {
+			t.Fatalf("the diff shows the decoy: %s", d.Patch)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d diffs, %d refusals", diffs, refused)
 }
