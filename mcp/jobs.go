@@ -37,6 +37,7 @@ type job struct {
 	pending  [2][]byte      // output not yet returned to the caller, tail kept
 	dropped  [2]int64       // bytes dropped from the front of pending
 	yielded  bool           // a call returned before the end: it is left running as a job
+	ended    bool           // the command ended (set before done closes)
 	listener *progress      // the call currently waiting, for progress
 	log      *events.Stream // the activity log's recorder of the output, or nil
 	finished time.Time
@@ -129,10 +130,16 @@ type jobs struct {
 	byID  map[string]*job
 	lines map[string][]*job // per session: unfinished jobs, arrival order; [0] has the shell
 	wake  chan struct{}
+	// handoff passes a job to an idle runner goroutine (dispatch); closing
+	// makes idle runners exit (stopAll).
+	handoff chan *job
+	closing chan struct{}
+	close   sync.Once
 }
 
 func newJobs() *jobs {
-	return &jobs{byID: map[string]*job{}, lines: map[string][]*job{}, wake: make(chan struct{})}
+	return &jobs{byID: map[string]*job{}, lines: map[string][]*job{}, wake: make(chan struct{}), handoff: make(chan *job),
+		closing: make(chan struct{})}
 }
 
 // start queues a command in its session and returns its job, or refuses it
@@ -159,8 +166,42 @@ func (js *jobs) start(reqCtx context.Context, owner string, s *sessions.Session,
 	}
 	js.byID[j.id] = j
 	js.lines[s.ID] = append(js.lines[s.ID], j)
-	go js.run(j)
+	js.dispatch(j)
 	return j, nil
+}
+
+// runnerIdle is how long a goroutine that ran a command waits for the
+// next one before it exits.
+const runnerIdle = time.Minute
+
+// dispatch runs j on a goroutine that ran a command before, or on a new
+// one when none is free. A new goroutine's stack is copied each time it
+// grows through a command's first call chain, several times per command;
+// a kept one has grown already.
+func (js *jobs) dispatch(j *job) {
+	select {
+	case js.handoff <- j:
+	default:
+		go js.runner(j)
+	}
+}
+
+// runner runs j, then the jobs handed to it, until none comes for
+// runnerIdle or the server stops.
+func (js *jobs) runner(j *job) {
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
+		js.run(j)
+		idle.Reset(runnerIdle)
+		select {
+		case j = <-js.handoff:
+		case <-idle.C:
+			return
+		case <-js.closing:
+			return
+		}
+	}
 }
 
 // run waits for j's turn, runs it, and hands the shell to the next job.
@@ -187,7 +228,12 @@ func (js *jobs) run(j *job) {
 	}
 	j.mu.Lock()
 	j.res, j.err, j.finished = res, err, time.Now()
+	j.ended = true
+	left := j.yielded
 	j.mu.Unlock()
+	if left {
+		j.closeLog() // nobody may wait for it: its output is logged now
+	}
 	close(j.done)
 }
 
@@ -224,14 +270,20 @@ func (js *jobs) broadcastLocked() {
 }
 
 // leave marks j as left running (its call yielded): calls queued behind it
-// are refused with its id instead of waiting for nobody.
+// are refused with its id instead of waiting for nobody. The activity log
+// of a job left running is closed when it ends, by run, or here if it
+// ended already: a call that waits for the end closes it itself.
 func (js *jobs) leave(j *job) {
 	js.mu.Lock()
 	j.mu.Lock()
 	j.yielded = true
+	ended := j.ended
 	j.mu.Unlock()
 	js.broadcastLocked()
 	js.mu.Unlock()
+	if ended {
+		j.closeLog()
+	}
 }
 
 // get returns owner's job id; another user's job does not exist.
@@ -286,6 +338,7 @@ const stopGrace = 3 * time.Second
 // for them to end (server shutdown): their final cwd and exports are then
 // queued for saving before the session manager closes.
 func (js *jobs) stopAll() {
+	js.close.Do(func() { close(js.closing) })
 	js.mu.Lock()
 	var all []*job
 	for _, line := range js.lines {

@@ -74,16 +74,17 @@ func New(opts Options) (*Server, error) {
 		version = "dev"
 	}
 	hooks := &server.Hooks{}
-	hooks.AddAfterCallTool(newArgumentErrors(tools).afterCallTool)
 	hooks.AddAfterSetLevel(d.clientLevels.set)
 	hooks.AddOnUnregisterSession(d.clientLevels.forget)
 	s := server.NewMCPServer("warren", version,
 		server.WithElicitation(), // agent_run asks approvals
 		server.WithToolCapabilities(false),
 		server.WithLogging(), // notify.go
-		server.WithInputSchemaValidation(),
 		server.WithHooks(hooks),
 		server.WithRecovery(),
+		// Arguments are validated first, as mcp-go's own input validation
+		// would, at a fraction of its cost (validation.go).
+		server.WithToolHandlerMiddleware(newArgumentErrors(tools).validate),
 		server.WithInstructions("warren gives you a persistent, jailed /bin/sh and file tools in a workspace "+
 			"mounted at /workspace. Omit session_id to use your default session."),
 	)

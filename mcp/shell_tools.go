@@ -120,10 +120,7 @@ func shellExec(d *deps) Tool {
 		if err != nil {
 			return result[ShellResult]{}, err
 		}
-		if out != nil {
-			j.setLog(out)
-			go func() { <-j.done; out.Close() }() // a command left running as a job
-		}
+		j.setLog(out)
 		return d.await(ctx, req, j, d.yield(in.YieldMS), true)
 	})
 	return Tool{Toolset: "shell", Tool: t, Handler: h}

@@ -57,7 +57,12 @@ func (m *Manager) createCopy(ctx context.Context, user string, opts CreateOption
 		limit = defaultCopyBytes
 	}
 	unlock := m.opLock(src.ID) // no pause, archive or snapshot of the source meanwhile
-	_, err = workspace.CopyTree(ctx, src.Workspace, dir, scratch, limit)
+	// What is copied is the source's checked directory, as every use.
+	ws, err := m.openWorkspace(src)
+	if err == nil {
+		_, err = workspace.CopyTree(ctx, ws.ProcPath(), dir, scratch, limit)
+		ws.Close()
+	}
 	unlock()
 	if err != nil {
 		forceRemove(dir)

@@ -25,35 +25,90 @@ func (m *Manager) policy() workspace.Policy {
 }
 
 // guard refuses a session whose workspace does not resolve to a place it
-// may be: a bound directory passes the rules for local sources (the
-// operator's --workspace is not held to the root-owner rule, which is for
-// what token holders ask for); any other workspace must be the one warren
-// made for it under the data directory.
+// may be, for uses that go by its path (a jail binds it, the audit walks
+// it): see openWorkspace. One stat when nothing changed since the last
+// check.
 func (m *Manager) guard(s *Session) error {
-	if s.Workspace == "" {
-		return fmt.Errorf("session %s has no workspace", s.ID)
-	}
-	if s.Mode == ModeBind {
-		p := m.policy()
-		p.Local = true
-		if s.DefaultKey != "" {
-			p.NoRootOwned = false
-		}
-		if _, err := workspace.CheckDir(s.Workspace, p); err != nil {
-			return fmt.Errorf("session %s cannot be used: %w", s.ID, err)
-		}
+	if st, err := workspace.StampOf(s.Workspace); err == nil && s.passed(st) {
 		return nil
 	}
-	want := filepath.Join(m.dataReal, "workspaces", s.ID)
-	real, err := workspace.Resolve(s.Workspace)
+	d, err := m.openWorkspace(s)
 	if err != nil {
-		return fmt.Errorf("session %s: workspace %s: %w", s.ID, s.Workspace, err)
+		return err
+	}
+	d.Close()
+	return nil
+}
+
+// openWorkspace opens s's workspace and checks the opened directory: a
+// bound directory passes the rules for local sources (the operator's
+// --workspace is not held to the root-owner rule, which is for what token
+// holders ask for); any other workspace must be the one warren made for it
+// under the data directory. The caller acts beneath the descriptor
+// (LocalDir.ProcPath), never by the path again, and closes it.
+//
+// Resolving and judging cost a readlink and a stat on top of the open; a
+// directory whose stamp is the one that last passed is the same directory,
+// unchanged since (workspace.Stamp), and is not judged again. The stamp
+// is of the host's directory: nothing inside the jail can set it to a
+// value that passed, only make it change (and cost a check).
+func (m *Manager) openWorkspace(s *Session) (*workspace.LocalDir, error) {
+	if s.Workspace == "" {
+		return nil, fmt.Errorf("session %s has no workspace", s.ID)
+	}
+	if s.Mode == ModeBind {
+		d, err := workspace.OpenSource(s.Workspace)
+		if err == nil && !s.passed(d.Stamp) {
+			p := m.policy()
+			p.Local = true
+			if s.DefaultKey != "" {
+				p.NoRootOwned = false
+			}
+			if err = d.Check(s.Workspace, p); err != nil {
+				d.Close()
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("session %s cannot be used: %w", s.ID, err)
+		}
+		s.pass(d.Stamp)
+		return d, nil
+	}
+	d, err := workspace.OpenDir(s.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: workspace %s: %w", s.ID, s.Workspace, err)
+	}
+	if s.passed(d.Stamp) {
+		return d, nil
+	}
+	want := filepath.Join(m.dataReal, "workspaces", s.ID)
+	real, err := d.Resolve()
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("session %s: workspace %s: %w", s.ID, s.Workspace, err)
 	}
 	if real != want {
-		return fmt.Errorf("%w: session %s cannot be used: its workspace %s is not the one warren made for it "+
+		d.Close()
+		return nil, fmt.Errorf("%w: session %s cannot be used: its workspace %s is not the one warren made for it "+
 			"(%s); delete the session", workspace.ErrInvalid, s.ID, real, want)
 	}
-	return nil
+	s.pass(d.Stamp)
+	return d, nil
+}
+
+// passed reports whether st is the stamp of the workspace directory that
+// last passed the checks.
+func (s *Session) passed(st workspace.Stamp) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return st != (workspace.Stamp{}) && st == s.guarded
+}
+
+// pass records the stamp of a workspace directory that passed the checks.
+func (s *Session) pass(st workspace.Stamp) {
+	s.mu.Lock()
+	s.guarded = st
+	s.mu.Unlock()
 }
 
 // resolveDataDir returns the data directory with its links resolved, the

@@ -140,9 +140,11 @@ func (m *Manager) reserve(ctx context.Context, user string) (func(), error) {
 // setBase records the session's workspace as the base of its diffs.
 func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error {
 	defer m.opLock(s.ID)()
-	if err := m.guard(s); err != nil {
+	ws, err := m.openWorkspace(s)
+	if err != nil {
 		return err
 	}
+	defer ws.Close()
 	if err := os.MkdirAll(filepath.Dir(m.auditDir(s.ID)), 0o700); err != nil {
 		return fmt.Errorf("create audit directory: %w", err)
 	}
@@ -150,7 +152,7 @@ func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error 
 	if err != nil {
 		return err
 	}
-	if _, err := a.SetBase(ctx, s.Workspace, origin); err != nil {
+	if _, err := a.SetBase(ctx, ws.ProcPath(), origin); err != nil {
 		return fmt.Errorf("record base of session %s: %w", s.ID, err)
 	}
 	return nil
@@ -159,14 +161,16 @@ func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error 
 // snapshot commits the workspace on the session's snapshots ref. Called
 // with the session's op lock held.
 func (m *Manager) snapshot(ctx context.Context, s *Session, reason string) error {
-	if err := m.guard(s); err != nil {
+	ws, err := m.openWorkspace(s)
+	if err != nil {
 		return err
 	}
+	defer ws.Close()
 	a, err := m.openAudit(s.ID)
 	if err != nil {
 		return err
 	}
-	if _, err := a.Snapshot(ctx, s.Workspace, reason); err != nil {
+	if _, err := a.Snapshot(ctx, ws.ProcPath(), reason); err != nil {
 		return fmt.Errorf("snapshot session %s: %w", s.ID, err)
 	}
 	return nil
@@ -361,9 +365,12 @@ func (m *Manager) Diff(ctx context.Context, user, id string, maxPatch int) (*Ses
 		return nil, workspace.Diff{}, &StateError{ID: s.ID, State: st, Action: "diff"}
 	}
 	defer m.opLock(s.ID)()
-	if err := m.guard(s); err != nil {
+	// The audit walks the directory that was checked, not the path again.
+	ws, err := m.openWorkspace(s)
+	if err != nil {
 		return nil, workspace.Diff{}, err
 	}
+	defer ws.Close()
 	if _, err := os.Stat(filepath.Join(m.auditDir(s.ID), "HEAD")); err != nil {
 		return nil, workspace.Diff{}, fmt.Errorf("session %s has no base snapshot to compare with (it predates diffs, "+
 			"or it was just created and its base is still being recorded): %w", s.ID, workspace.ErrNoBase)
@@ -372,7 +379,7 @@ func (m *Manager) Diff(ctx context.Context, user, id string, maxPatch int) (*Ses
 	if err != nil {
 		return nil, workspace.Diff{}, err
 	}
-	d, err := a.Diff(ctx, s.Workspace, maxPatch)
+	d, err := a.Diff(ctx, ws.ProcPath(), maxPatch)
 	if errors.Is(err, workspace.ErrNoBase) {
 		err = fmt.Errorf("session %s has no base snapshot to compare with yet: %w", s.ID, err)
 	}

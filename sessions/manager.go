@@ -317,14 +317,18 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 			return nil, nil, err
 		}
 	}
-	if err := m.guard(s); err != nil {
+	// The files are opened beneath the directory that was checked, never
+	// by the path again: a link swapped in between leads nowhere.
+	ws, err := m.openWorkspace(s)
+	if err != nil {
 		return nil, nil, err
 	}
+	defer ws.Close()
 	sh, err := m.Shell(s)
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := sh.Files()
+	f, err := sh.Files(ws)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,6 +3,7 @@ package sessions
 import (
 	"errors"
 	"io/fs"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,9 +19,9 @@ import (
 // frees space on the same file system at the same time; a periodic walk
 // bounds that. Only when the estimate crosses a limit does a walk decide.
 
-// fsUsed returns the bytes used on the file systems that hold s's
-// workspace (unless bound) and home, each counted once.
-func (m *Manager) fsUsed(s *Session) int64 {
+// quotaDirs are the directories whose file systems hold what s's quota
+// counts: its workspace (unless bound) and its home.
+func (m *Manager) quotaDirs(s *Session) []string {
 	var dirs []string
 	if s.Mode != ModeBind {
 		dirs = append(dirs, s.Workspace)
@@ -28,23 +29,40 @@ func (m *Manager) fsUsed(s *Session) int64 {
 	if m.cfg.DataDir != "" {
 		dirs = append(dirs, m.homeDir(s.ID))
 	}
+	return dirs
+}
+
+// fsUsed returns the bytes used on the file systems that hold dirs, each
+// counted once, and dirs without those that share a file system with one
+// before them: what the estimates until the next walk need to statfs. A
+// directory that cannot be measured (a home not made yet) stays in the
+// list, to be counted once it exists.
+func fsUsed(dirs []string) (int64, []string) {
 	var total int64
-	seen := map[[2]int32]bool{}
+	var seen [][2]int32
+	kept := dirs[:0:0]
 	for _, d := range dirs {
 		var st unix.Statfs_t
-		if unix.Statfs(d, &st) != nil || seen[st.Fsid.Val] {
+		if unix.Statfs(d, &st) != nil {
+			kept = append(kept, d)
 			continue
 		}
-		seen[st.Fsid.Val] = true
+		if slices.Contains(seen, st.Fsid.Val) {
+			continue
+		}
+		seen = append(seen, st.Fsid.Val)
+		kept = append(kept, d)
 		total += int64(st.Blocks-st.Bfree) * st.Bsize
 	}
-	return total
+	return total, kept
 }
 
 // walkLocked measures s's workspace (unless bound) and home by walking
 // them. With an error the figure is a lower bound.
 func (m *Manager) walkLocked(s *Session, u *usage) {
-	fsBefore := m.fsUsed(s) // before: what is written during the walk counts again, never less
+	// Before: what is written during the walk counts again, never less.
+	// The file systems are found again at every walk (a mount may change).
+	fsBefore, dirs := fsUsed(m.quotaDirs(s))
 	start := time.Now()
 	var n int64
 	var errs []error
@@ -60,7 +78,7 @@ func (m *Manager) walkLocked(s *Session, u *usage) {
 			errs = append(errs, err)
 		}
 	}
-	u.walked, u.fsAt, u.err, u.written = n, fsBefore, errors.Join(errs...), 0
+	u.walked, u.fsAt, u.fsDirs, u.err, u.written = n, fsBefore, dirs, errors.Join(errs...), 0
 	u.bytes, u.at, u.walk = n, m.now(), time.Since(start)
 }
 
@@ -76,7 +94,8 @@ func (m *Manager) estimateLocked(s *Session, u *usage) {
 		m.walkLocked(s, u)
 		return
 	}
-	u.bytes = u.walked + max(u.written, m.fsUsed(s)-u.fsAt)
+	used, _ := fsUsed(u.fsDirs)
+	u.bytes = u.walked + max(u.written, used-u.fsAt)
 }
 
 // measureLocked estimates s's usage and walks when the estimate is past

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +156,39 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10 s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// BenchmarkQuotaEstimate is what every command of a session with a quota
+// pays twice (before it starts and after it ends): the usage estimated from
+// the file systems' growth since the last walk.
+// go test -run X -bench QuotaEstimate ./sessions/
+func BenchmarkQuotaEstimate(b *testing.B) {
+	data := b.TempDir()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "warren.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	store, err := NewStore(context.Background(), db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := NewManager(store, Config{DataDir: data, QuotaBytes: quota5M, QuotaInterval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &Session{Meta: Meta{ID: "s-empty", Mode: ModeEmpty}, Workspace: m.workspaceDir("s-empty")}
+	for _, d := range []string{s.Workspace, m.homeDir(s.ID)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	u := m.quota.get(s.ID)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m.walkLocked(s, u)
+	for b.Loop() {
+		m.estimateLocked(s, u)
 	}
 }

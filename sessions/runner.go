@@ -50,8 +50,10 @@ type Runner interface {
 	Owner() (uid, gid int)
 	// Files opens the workspace for the file tools; the caller closes
 	// it. Nothing starts: files are read and written as the jail's uid
-	// would, whether its shell runs or not.
-	Files() (Files, error)
+	// would, whether its shell runs or not. ws is the workspace directory
+	// as the manager opened and checked it on this host: a runner here
+	// opens the files beneath it, never by the workspace's path.
+	Files(ws *workspace.LocalDir) (Files, error)
 }
 
 // NewRunner makes the runner of a session from its jail profile and
@@ -66,19 +68,18 @@ func LocalRunner(p sandbox.Profile, opts sandbox.Options) (Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return localRunner{Shell: sh, workspace: p.Workspace}, nil
+	return localRunner{Shell: sh}, nil
 }
 
-// localRunner is the bwrap shell and the workspace directory it binds.
+// localRunner is the bwrap shell of a workspace on this host.
 type localRunner struct {
 	*sandbox.Shell
-	workspace string
 }
 
-// Files opens the workspace on this host as the jail sees it.
-func (r localRunner) Files() (Files, error) {
+// Files opens the checked workspace directory as the jail sees it.
+func (r localRunner) Files(ws *workspace.LocalDir) (Files, error) {
 	uid, gid := r.Owner()
-	return workspace.OpenFiles(r.workspace, workspace.Jail{Mount: sandbox.MountPoint, UID: uid, GID: gid})
+	return workspace.OpenFiles(ws.ProcPath(), workspace.Jail{Mount: sandbox.MountPoint, UID: uid, GID: gid})
 }
 
 var _ Runner = localRunner{}

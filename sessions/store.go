@@ -19,6 +19,7 @@ import (
 
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions/errs"
+	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // ErrNotFound is returned for a session that does not exist or belongs to
@@ -82,6 +83,9 @@ type Session struct {
 	EndedAt   time.Time
 	checked   time.Time // when state was last re-read from the database
 	network   Network   // the network policy; see network.go
+	// guarded is the stamp of the workspace directory that last passed
+	// the checks of every use (guard.go).
+	guarded workspace.Stamp
 }
 
 // State returns the session's lifecycle state.

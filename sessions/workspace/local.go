@@ -46,7 +46,7 @@ func init() {
 // serveLocal registers the repository in d under a fresh file:// URL and
 // returns it with a function that unregisters it and closes the root.
 func serveLocal(d *LocalDir) (string, func(), error) {
-	root, err := os.OpenRoot(d.procPath())
+	root, err := os.OpenRoot(d.ProcPath())
 	if err != nil {
 		return "", nil, invalid("source %s: %v", d.Real, err)
 	}
@@ -89,7 +89,7 @@ func gitDir(root *os.Root, shown string) (*os.Root, error) {
 
 // isRepo reports whether the directory holds a repository (to infer mode).
 func isRepo(d *LocalDir) bool {
-	root, err := os.OpenRoot(d.procPath())
+	root, err := os.OpenRoot(d.ProcPath())
 	if err != nil {
 		return false
 	}

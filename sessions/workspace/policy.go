@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -99,53 +100,137 @@ func under(p, dir string) bool {
 // is the directory itself, not a path someone can change afterwards.
 type LocalDir struct {
 	fd   int
-	Real string
+	Real string // where it is, read from the descriptor; "" until resolved
 	Uid  uint32
+	// Stamp is the opened directory's identity and last inode change.
+	Stamp Stamp
 }
 
 // Close releases the descriptor.
 func (d *LocalDir) Close() { unix.Close(d.fd) }
 
-// procPath names the opened directory itself, whatever its path now.
-func (d *LocalDir) procPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd) }
+// ProcPath names the opened directory itself, whatever its path now: open
+// beneath it (os.OpenRoot(d.ProcPath())) to act on what was checked.
+func (d *LocalDir) ProcPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd) }
+
+// Stamp identifies a directory and the last change to its inode: device,
+// inode number, ctime, mode and owner. Whatever changes where a directory
+// is or who owns it changes its stamp: a link or mount now leading
+// elsewhere names another inode, and renaming, chown and chmod set the
+// ctime. Equal stamps taken at two moments mean the same directory,
+// unchanged, so a check made on the first still holds; a directory's
+// contents changing only moves its ctime, which costs a new check, never
+// a wrong pass. The zero Stamp matches no directory.
+type Stamp struct {
+	dev, ino  uint64
+	ctime     unix.Timespec
+	mode, uid uint32
+}
+
+func dirStampOf(st *unix.Stat_t) Stamp {
+	return Stamp{dev: st.Dev, ino: st.Ino, ctime: st.Ctim, mode: st.Mode, uid: st.Uid}
+}
+
+// StampOf returns the stamp of the directory dir leads to (links
+// followed): one stat, to compare with the stamp of a directory checked
+// before.
+func StampOf(dir string) (Stamp, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return Stamp{}, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return Stamp{}, fmt.Errorf("%s is not a directory", dir)
+	}
+	return dirStampOf(&st), nil
+}
+
+// OpenDir opens the directory dir leads to (links followed) and stamps
+// it, without resolving or judging it: see Resolve and Check. The caller
+// closes it.
+func OpenDir(dir string) (*LocalDir, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	d := &LocalDir{fd: fd}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		d.Close()
+		return nil, errNotDir
+	}
+	d.Uid, d.Stamp = st.Uid, dirStampOf(&st)
+	return d, nil
+}
+
+// errNotDir is what OpenDir says of anything but a directory.
+var errNotDir = errors.New("not a directory")
+
+// Resolve reads where the opened directory is, from its descriptor.
+func (d *LocalDir) Resolve() (string, error) {
+	real, err := os.Readlink(d.ProcPath())
+	if err == nil && !strings.HasPrefix(real, "/") {
+		err = fmt.Errorf("%q is not a path", real)
+	}
+	if err != nil {
+		return "", err
+	}
+	d.Real = real
+	return real, nil
+}
 
 // OpenLocal opens dir (relative paths against the working directory),
 // resolves it and checks it against p: a local source must be a directory
 // that is not a system directory, not the data directory's relative, and
 // not root's when p says so. The caller closes it.
 func OpenLocal(dir string, p Policy) (*LocalDir, error) {
-	abs, err := filepath.Abs(dir)
+	d, err := OpenSource(dir)
 	if err != nil {
-		return nil, invalid("source %s: %v", dir, err)
+		return nil, err
 	}
-	fd, err := unix.Open(abs, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, invalid("source %s: no such directory (%v)", dir, err)
-	}
-	d := &LocalDir{fd: fd}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("source %s: %w", dir, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		d.Close()
-		return nil, invalid("source %s is not a directory", dir)
-	}
-	d.Uid = st.Uid
-	if d.Real, err = os.Readlink(d.procPath()); err != nil || !strings.HasPrefix(d.Real, "/") {
-		d.Close()
-		return nil, invalid("source %s: cannot tell where it is (%v)", dir, err)
-	}
-	if err := p.checkDir(dir, d, &st); err != nil {
+	if err := d.Check(dir, p); err != nil {
 		d.Close()
 		return nil, err
 	}
 	return d, nil
 }
 
+// OpenSource is OpenDir with the errors of a local source, for a caller
+// that checks the directory itself (Check).
+func OpenSource(dir string) (*LocalDir, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, invalid("source %s: %v", dir, err)
+	}
+	d, err := OpenDir(abs)
+	if err != nil {
+		var open *os.PathError
+		switch {
+		case errors.Is(err, errNotDir):
+			return nil, invalid("source %s is not a directory", dir)
+		case errors.As(err, &open):
+			return nil, invalid("source %s: no such directory (%v)", dir, open.Err)
+		}
+		return nil, fmt.Errorf("source %s: %w", dir, err)
+	}
+	return d, nil
+}
+
+// Check resolves the opened directory and applies p's rules to it; asked
+// is the path it was opened by, for messages.
+func (d *LocalDir) Check(asked string, p Policy) error {
+	if _, err := d.Resolve(); err != nil {
+		return invalid("source %s: cannot tell where it is (%v)", asked, err)
+	}
+	return p.checkDir(asked, d)
+}
+
 // checkDir applies the rules to an opened directory.
-func (p Policy) checkDir(asked string, d *LocalDir, st *unix.Stat_t) error {
+func (p Policy) checkDir(asked string, d *LocalDir) error {
 	shown := asked
 	if asked != d.Real {
 		shown = asked + " (" + d.Real + ")"
@@ -165,7 +250,7 @@ func (p Policy) checkDir(asked string, d *LocalDir, st *unix.Stat_t) error {
 	// and the readlink would otherwise leave a checked path that is not
 	// the opened directory.
 	var now unix.Stat_t
-	if err := unix.Stat(d.Real, &now); err != nil || now.Dev != st.Dev || now.Ino != st.Ino {
+	if err := unix.Stat(d.Real, &now); err != nil || now.Dev != d.Stamp.dev || now.Ino != d.Stamp.ino {
 		return invalid("source %s changed while it was checked; try again", shown)
 	}
 	return nil
@@ -182,15 +267,4 @@ func CheckDir(dir string, p Policy) (string, error) {
 	}
 	defer d.Close()
 	return d.Real, nil
-}
-
-// Resolve returns where dir really is, links resolved through an opened
-// descriptor.
-func Resolve(dir string) (string, error) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(fd)
-	return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 }
