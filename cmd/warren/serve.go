@@ -40,6 +40,7 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "serve workspace sessions as MCP tools",
+		Before: tuneGC,
 		Subcommands: []*cli.Command{
 			{
 				Name:  "stdio",
