@@ -342,9 +342,12 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 // Unchanged state is not written again: most commands change neither, and
 // a write per command would cost more than the command.
 func (m *Manager) SaveState(ctx context.Context, s *Session, sh Runner) error {
+	m.queueState(s, sh)
+	if m.saver.written(s.ID) {
+		return nil // most commands change neither cwd nor exports: nothing to wait for, nor to trace
+	}
 	ctx, span := tracer.Start(ctx, "sessions.save_state")
 	defer span.End()
-	m.queueState(s, sh)
 	return m.saver.wait(ctx, s.ID)
 }
 

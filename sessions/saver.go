@@ -126,6 +126,13 @@ func (sv *saver) poke() {
 
 // wait blocks until every state queued for session id is written, or ctx
 // ends (a NotSavedError).
+// written reports whether every state queued for session id is written.
+func (sv *saver) written(id string) bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return sv.saved[id] >= sv.queued[id]
+}
+
 func (sv *saver) wait(ctx context.Context, id string) error {
 	for {
 		sv.mu.Lock()

@@ -82,7 +82,5 @@ func tracedTool(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolRe
 		exec.SetAttributes(attribute.Int("exit_code", 0), attribute.String("end", "completed"), attribute.Bool("shell_restarted", false))
 	}
 	exec.End()
-	_, save := tr.Start(ctx, "sessions.save_state")
-	save.End()
 	return mcpgo.NewToolResultText("hi\n"), nil
 }
