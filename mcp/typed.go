@@ -23,7 +23,7 @@ type result[Out any] struct {
 func typedHandler[In, Out any](fn func(ctx context.Context, req mcp.CallToolRequest, in In) (result[Out], error)) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var in In
-		if err := req.BindArguments(&in); err != nil {
+		if err := bindArguments(req, &in); err != nil {
 			return mcp.NewToolResultError("invalid arguments: " + err.Error() + ": check them against the tool's input schema"), nil
 		}
 		res, err := fn(ctx, req, in)
