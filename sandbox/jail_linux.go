@@ -137,6 +137,9 @@ type jailSpec struct {
 	cred    *syscall.Credential // nil: run as the server's own uid
 	cg      *cgroup             // nil: no cgroup
 	init    string              // shell script run before the first command
+	// workspace is a duplicate of the shell's open workspace directory,
+	// bound by descriptor; startJail closes it once bwrap has it.
+	workspace *os.File
 	// onExit, when set, runs once bwrap has been reaped, before anyone
 	// waiting for the jail's end learns of it.
 	onExit func()
@@ -188,6 +191,10 @@ func startJail(spec jailSpec) (*jail, error) {
 		}
 		fds.Seccomp = 5
 		extra = append(extra, secR)
+	}
+	if spec.workspace != nil {
+		fds.Workspace = 3 + len(extra)
+		extra = append(extra, spec.workspace)
 	}
 	eg, egErr := openEgress(spec.profile.Egress, 3+len(extra), &fds)
 	if egErr != nil {

@@ -17,14 +17,16 @@ import (
 
 // prepareWorkspace gives the jail's uid the workspace when the server runs
 // as root and the workspace still belongs to root.
-func prepareWorkspace(dir string, cred *syscall.Credential) error {
+// It opens the directory through open (the shell's descriptor of it, as
+// /proc/self/fd/N), never by the path dir, which names it in messages.
+func prepareWorkspace(dir, open string, cred *syscall.Credential) error {
 	if cred == nil {
 		return nil
 	}
 	if err := checkTraversable(dir, cred); err != nil {
 		return err
 	}
-	root, err := openTree(dir)
+	root, err := openTree(open)
 	if err != nil {
 		return fmt.Errorf("workspace %s: %w", dir, err)
 	}

@@ -183,6 +183,9 @@ type JailFDs struct {
 	// Forwarder (a read-only descriptor of the forwarder binary) and
 	// ProxyCtl (the jail's end of the proxy socket) serve Profile.Egress.
 	Forwarder, ProxyCtl int
+	// Workspace, when 3 or more, is an open descriptor of the workspace
+	// directory, bound by descriptor (--bind-fd) rather than by its path.
+	Workspace int
 }
 
 // BwrapArgs builds bubblewrap's argument list (without the program name)
@@ -221,11 +224,14 @@ func BwrapArgs(p Profile, fds JailFDs, command ...string) []string {
 	)
 	a = appendTmpfs(a, p.TmpSize, "/tmp")
 	a = appendTmpfs(a, p.ShmSize, "/dev/shm")
-	bind := "--bind"
-	if p.ReadOnlyWorkspace {
-		bind = "--ro-bind"
+	bind, src := "--bind", p.Workspace
+	if fds.Workspace >= 3 {
+		bind, src = "--bind-fd", strconv.Itoa(fds.Workspace)
 	}
-	a = append(a, bind, p.Workspace, MountPoint)
+	if p.ReadOnlyWorkspace {
+		bind = strings.Replace(bind, "--", "--ro-", 1)
+	}
+	a = append(a, bind, src, MountPoint)
 	if p.Home != "" {
 		a = append(a, "--bind", p.Home, HomeDir)
 	}

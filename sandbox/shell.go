@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Shell is a persistent /bin/sh in a bubblewrap jail. It starts on the
@@ -42,6 +44,7 @@ type Shell struct {
 	fsize    fileSizeLimit // RLIMIT_FSIZE set by LimitFileSize, and whether the jail has it
 	notes    []string      // lines for the stderr of the next result (StopAll)
 	after    func() string // Options.AfterCommand
+	ws       *os.File      // the workspace directory, bound by descriptor
 }
 
 // Options tune NewShell.
@@ -57,6 +60,12 @@ type Options struct {
 	// returns is added as a line to the result's stderr. The session
 	// manager measures disk use there.
 	AfterCommand func() string
+	// Workspace is Profile.Workspace opened (and checked) by the caller;
+	// NewShell takes it over. Without it NewShell opens the path. Every
+	// jail the shell starts binds this directory by descriptor, whatever
+	// the path names by then: a path swapped for a link elsewhere after
+	// the check never reaches a jail.
+	Workspace *os.File
 }
 
 // NewShell checks the profile and the workspace and returns a Shell that
@@ -65,14 +74,24 @@ func NewShell(p Profile, opts Options) (*Shell, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(p.Workspace)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("workspace %s does not exist: create it or pass another directory", p.Workspace)
+	ws := opts.Workspace
+	if ws == nil {
+		f, err := os.Open(p.Workspace)
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil, fmt.Errorf("workspace %s does not exist: create it or pass another directory", p.Workspace)
+			}
+			return nil, fmt.Errorf("workspace %s: %w", p.Workspace, err)
 		}
+		ws = f
+	}
+	fi, err := ws.Stat()
+	if err != nil {
+		ws.Close()
 		return nil, fmt.Errorf("workspace %s: %w", p.Workspace, err)
 	}
 	if !fi.IsDir() {
+		ws.Close()
 		return nil, fmt.Errorf("workspace %s is a file, not a directory", p.Workspace)
 	}
 	if p.Egress != nil {
@@ -80,9 +99,10 @@ func NewShell(p Profile, opts Options) (*Shell, error) {
 	}
 	path, err := FindBwrap(opts.Bwrap)
 	if err != nil {
+		ws.Close()
 		return nil, err
 	}
-	s := &Shell{profile: p, bwrap: path, turn: make(chan struct{}, 1), after: opts.AfterCommand}
+	s := &Shell{profile: p, bwrap: path, turn: make(chan struct{}, 1), after: opts.AfterCommand, ws: ws}
 	s.turn <- struct{}{}
 	s.owner = [2]int{os.Getuid(), os.Getgid()}
 	if os.Geteuid() == 0 {
@@ -168,6 +188,7 @@ func (s *Shell) Close() error {
 	if user != nil {
 		user.leave()
 	}
+	s.ws.Close()
 	return nil
 }
 
@@ -221,7 +242,7 @@ func (s *Shell) ensureJail() (*jail, error) {
 	// hand later get the jail's access through the default ACL (masked by
 	// their mode: a 0644 file stays read-only until the server restarts).
 	if !s.prepared {
-		if err := prepareWorkspace(s.profile.Workspace, s.cred); err != nil {
+		if err := prepareWorkspace(s.profile.Workspace, procPath(s.ws), s.cred); err != nil {
 			return nil, err
 		}
 		if err := prepareHome(s.profile.Home, s.cred); err != nil {
@@ -235,13 +256,20 @@ func (s *Shell) ensureJail() (*jail, error) {
 	var ended sync.Once     // the jail exited, or never started
 	uncount := s.user.abort // bound now: Close clears s.user
 	end := func() { ended.Do(uncount) }
+	ws, err := dupFile(s.ws)
+	if err != nil {
+		end()
+		return nil, fmt.Errorf("start jail: workspace: %w", err)
+	}
+	defer ws.Close() // startJail closes it too once bwrap has it
 	j, err := startJail(jailSpec{
-		bwrap:   s.bwrap,
-		profile: s.profile,
-		cred:    s.cred,
-		cg:      s.cg,
-		init:    s.initScript(),
-		onExit:  end,
+		bwrap:     s.bwrap,
+		profile:   s.profile,
+		cred:      s.cred,
+		cg:        s.cg,
+		init:      s.initScript(),
+		onExit:    end,
+		workspace: ws,
 	})
 	if err != nil {
 		end()
@@ -337,3 +365,15 @@ const quiet = 500 * time.Millisecond
 
 // now is the clock; tests may replace it.
 var now = time.Now
+
+// procPath names an open file itself, whatever its path now.
+func procPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
+
+// dupFile returns a second descriptor of f, to hand to a child.
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}

@@ -240,11 +240,22 @@ func (m *Manager) Shell(s *Session) (Runner, error) {
 		}
 		opts.AfterCommand = func() string { return m.afterCommand(s, sh) }
 	}
+	// The runner gets the directory checked here, and its jails bind that
+	// one by descriptor, whatever the path names when they start.
+	d, err := m.openWorkspace(s)
+	if err != nil {
+		return nil, err
+	}
+	opts.Workspace, err = d.File(s.Workspace)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("start shell of session %s: %w", s.ID, err)
+	}
 	newRunner := m.cfg.NewRunner
 	if newRunner == nil {
 		newRunner = LocalRunner
 	}
-	sh, err := newRunner(p, opts)
+	sh, err = newRunner(p, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start shell of session %s: %w", s.ID, err)
 	}

@@ -57,8 +57,9 @@ type Runner interface {
 }
 
 // NewRunner makes the runner of a session from its jail profile and
-// options (saved state, what to do after each command); nothing starts
-// until the first Exec.
+// options (saved state, what to do after each command, the checked
+// workspace directory, which it takes over: opts.Workspace); nothing
+// starts until the first Exec.
 type NewRunner func(p sandbox.Profile, opts sandbox.Options) (Runner, error)
 
 // LocalRunner runs a session's commands in a bwrap jail on this host, and

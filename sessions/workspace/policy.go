@@ -109,6 +109,16 @@ type LocalDir struct {
 // Close releases the descriptor.
 func (d *LocalDir) Close() { unix.Close(d.fd) }
 
+// File returns a second descriptor of the opened directory, named name,
+// for a runner that binds it into a jail by descriptor; the caller owns it.
+func (d *LocalDir) File(name string) (*os.File, error) {
+	fd, err := unix.FcntlInt(uintptr(d.fd), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil, &os.PathError{Op: "dup", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
 // ProcPath names the opened directory itself, whatever its path now: open
 // beneath it (os.OpenRoot(d.ProcPath())) to act on what was checked.
 func (d *LocalDir) ProcPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd) }
