@@ -126,38 +126,7 @@ func TestASwappedBindIsRefusedWhileItsShellRuns(t *testing.T) {
 // never comes back.
 func TestAFlippingLinkNeverOpensAnotherDirectory(t *testing.T) {
 	ctx := context.Background()
-	m, s, data, bound := boundSession(t)
-	decoy := filepath.Join(data, "decoy")
-	if err := os.Mkdir(decoy, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	secret := "decoy-" + NewID()
-	if err := os.WriteFile(filepath.Join(decoy, "note.txt"), []byte(secret), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	real := bound + "-real"
-	if err := os.Rename(bound, real); err != nil {
-		t.Fatal(err)
-	}
-	swapLink(t, bound, real)
-
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				swapLink(t, bound, real)
-				return
-			default:
-			}
-			if i%2 == 0 {
-				swapLink(t, bound, decoy)
-			} else {
-				swapLink(t, bound, real)
-			}
-		}
-	})
+	m, s, _, stop := flippingBind(t)
 	var read, refused atomic.Int64
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) || read.Load() == 0 || refused.Load() == 0 {
@@ -181,8 +150,7 @@ func TestAFlippingLinkNeverOpensAnotherDirectory(t *testing.T) {
 			break
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	t.Logf("%d reads, %d refusals", read.Load(), refused.Load())
 }
 
@@ -192,37 +160,7 @@ func TestAFlippingLinkNeverOpensAnotherDirectory(t *testing.T) {
 // repository nor comes back in a patch.
 func TestAFlippingLinkNeverReachesTheAudit(t *testing.T) {
 	ctx := context.Background()
-	m, s, data, bound := boundSession(t)
-	decoy := filepath.Join(data, "decoy")
-	if err := os.Mkdir(decoy, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	secret := "decoy-" + NewID()
-	if err := os.WriteFile(filepath.Join(decoy, "note.txt"), []byte(secret), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	real := bound + "-real"
-	if err := os.Rename(bound, real); err != nil {
-		t.Fatal(err)
-	}
-	swapLink(t, bound, real)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				swapLink(t, bound, real)
-				return
-			default:
-			}
-			if i%2 == 0 {
-				swapLink(t, bound, decoy)
-			} else {
-				swapLink(t, bound, real)
-			}
-		}
-	})
+	m, s, secret, stop := flippingBind(t)
 	var diffs, refused int
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) || diffs == 0 || refused == 0 {
@@ -236,7 +174,46 @@ func TestAFlippingLinkNeverReachesTheAudit(t *testing.T) {
 			t.Fatalf("the diff shows the decoy: %s", d.Patch)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	t.Logf("%d diffs, %d refusals", diffs, refused)
+}
+
+// flippingBind gives alice a session bound to a path that a goroutine
+// flips, as fast as it can, between a link to the bound directory (which
+// holds note.txt "mine") and a link to a decoy in the data directory
+// (refused: it holds other sessions) whose note.txt is secret. stop ends
+// the flipping with the link on the bound directory.
+func flippingBind(t *testing.T) (m *Manager, s *Session, secret string, stop func()) {
+	m, s, data, bound := boundSession(t)
+	decoy := filepath.Join(data, "decoy")
+	if err := os.Mkdir(decoy, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret = "decoy-" + NewID()
+	if err := os.WriteFile(filepath.Join(decoy, "note.txt"), []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	real := bound + "-real"
+	if err := os.Rename(bound, real); err != nil {
+		t.Fatal(err)
+	}
+	swapLink(t, bound, real)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				swapLink(t, bound, real)
+				return
+			default:
+			}
+			if i%2 == 0 {
+				swapLink(t, bound, decoy)
+			} else {
+				swapLink(t, bound, real)
+			}
+		}
+	})
+	return m, s, secret, func() { close(done); wg.Wait() }
 }
