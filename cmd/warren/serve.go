@@ -38,8 +38,8 @@ func serveCommand() *cli.Command {
 		)
 	}
 	return &cli.Command{
-		Name:  "serve",
-		Usage: "serve workspace sessions as MCP tools",
+		Name:   "serve",
+		Usage:  "serve workspace sessions as MCP tools",
 		Before: tuneGC,
 		Subcommands: []*cli.Command{
 			{
