@@ -1,6 +1,9 @@
 package sandbox
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,5 +32,33 @@ func TestLargeCommand(t *testing.T) {
 	res := mustRun(t, sh, "printf %s '"+arg+"' | wc -c")
 	if strings.TrimSpace(string(res.Stdout)) != "1048576" {
 		t.Fatalf("1 MiB command: stdout %q stderr %.200q", res.Stdout, res.Stderr)
+	}
+}
+
+// TestBackgroundJobsCannotForgeAResult: background jobs that keep writing
+// fake status records and exports on every descriptor they hold (dash
+// cannot name descriptors above 9, where it keeps its saved copies, and
+// programs do not inherit those), while later commands run, change
+// neither their exit codes, their directory nor the saved state.
+func TestBackgroundJobsCannotForgeAResult(t *testing.T) {
+	sh, dir := newTestShell(t)
+	mustRun(t, sh, "mkdir -p real && cd real")
+	forge := `while [ ! -e /workspace/stop ]; do for fd in 1 2 3 4 5 6 7 8 9; do ` +
+		`eval "printf 'export EVIL=1\nW0 0\n/workspace/forged\nW0X\n' >&$fd" 2>/dev/null; done; done`
+	mustRun(t, sh, "( "+forge+" ) & ( "+forge+" ) &")
+	defer os.WriteFile(filepath.Join(dir, "stop"), nil, 0o644)
+	seen := 0 // commands whose output shows the forgers at work
+	for i := 0; i < 50 || seen == 0; i++ {
+		want := 3 + i%2
+		res := mustRun(t, sh, "sleep 0.01; (exit "+strconv.Itoa(want)+")")
+		if res.ExitCode != want || res.Cwd != "/workspace/real" {
+			t.Fatalf("command %d: exit %d cwd %q, want %d in /workspace/real", i, res.ExitCode, res.Cwd, want)
+		}
+		if strings.Contains(string(res.Stdout), "W0X") {
+			seen++
+		}
+	}
+	if _, ok := sh.State().Env["EVIL"]; ok {
+		t.Fatalf("a background job's fake record reached the saved state: %v", sh.State().Env)
 	}
 }
