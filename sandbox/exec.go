@@ -154,12 +154,16 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 	}
 	s.mu.Lock()
 	if r.recOK {
-		s.state.Cwd = r.rec.cwd
+		if s.state.Cwd != r.rec.cwd {
+			s.state.Cwd = r.rec.cwd
+			s.stateVersion++
+		}
 		// Most commands export nothing: parse only what changed. State
 		// hands out copies, so the map is never written once set.
 		if !s.parsed || !bytes.Equal(r.rec.exports, s.exports) {
 			s.state.Env = parseExports(string(r.rec.exports))
 			s.exports, s.parsed = r.rec.exports, true
+			s.stateVersion++
 		}
 	}
 	res.Cwd = s.state.Cwd

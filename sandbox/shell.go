@@ -29,22 +29,24 @@ type Shell struct {
 	turn chan struct{} // a token: whoever holds it may run a command
 
 	// mu protects the fields below.
-	mu       sync.Mutex
-	jail     *jail
-	cg       *cgroup
-	cgErr    error      // why the jail has no cgroup, once tried
-	user     *userGroup // the jails of Profile.User, nil without one
-	state    State
-	exports  []byte // the `export -p` that state.Env was parsed from,
-	parsed   bool   // once a command has reported one (not a restored state)
-	closed   bool
-	prepared bool // the workspace was handed to the jail's uid
-	nonceSeq uint64
-	prefix   string        // random per shell, so nonces cannot be guessed
-	fsize    fileSizeLimit // RLIMIT_FSIZE set by LimitFileSize, and whether the jail has it
-	notes    []string      // lines for the stderr of the next result (StopAll)
-	after    func() string // Options.AfterCommand
-	ws       *os.File      // the workspace directory, bound by descriptor
+	mu    sync.Mutex
+	jail  *jail
+	cg    *cgroup
+	cgErr error      // why the jail has no cgroup, once tried
+	user  *userGroup // the jails of Profile.User, nil without one
+	state State
+	// stateVersion counts the changes of state (StateVersion).
+	stateVersion uint64
+	exports      []byte // the `export -p` that state.Env was parsed from,
+	parsed       bool   // once a command has reported one (not a restored state)
+	closed       bool
+	prepared     bool // the workspace was handed to the jail's uid
+	nonceSeq     uint64
+	prefix       string        // random per shell, so nonces cannot be guessed
+	fsize        fileSizeLimit // RLIMIT_FSIZE set by LimitFileSize, and whether the jail has it
+	notes        []string      // lines for the stderr of the next result (StopAll)
+	after        func() string // Options.AfterCommand
+	ws           *os.File      // the workspace directory, bound by descriptor
 }
 
 // Options tune NewShell.
@@ -144,6 +146,15 @@ func (s *Shell) State() State {
 		st.Cwd = MountPoint
 	}
 	return st
+}
+
+// StateVersion counts the changes of State: while it is the same number,
+// State is the same, and a caller that kept the last one need not copy
+// and compare it again.
+func (s *Shell) StateVersion() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stateVersion
 }
 
 // Running reports whether the jail's process is alive.

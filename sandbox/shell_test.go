@@ -333,3 +333,22 @@ func TestEndedJobIsReapedBeforeTheNextCommand(t *testing.T) {
 	})
 	expectOut(t, sh, "kill -0 $P 2>/dev/null && echo alive || echo gone", 0, "gone")
 }
+
+// TestStateVersionMovesOnlyWithTheState: a command that changes neither
+// cwd nor exports leaves StateVersion as it was; cd and export move it.
+func TestStateVersionMovesOnlyWithTheState(t *testing.T) {
+	sh, _ := newTestShell(t)
+	mustRun(t, sh, "true")
+	v := sh.StateVersion()
+	for _, c := range []struct {
+		cmd   string
+		moves bool
+	}{{"echo hi", false}, {"mkdir -p d && cd d", true}, {"ls", false}, {"export V=1", true}, {"true", false}, {"export V=1", false}, {"cd /workspace", true}} {
+		mustRun(t, sh, c.cmd)
+		now := sh.StateVersion()
+		if moved := now != v; moved != c.moves {
+			t.Errorf("%q: StateVersion moved %v, want %v", c.cmd, moved, c.moves)
+		}
+		v = now
+	}
+}

@@ -369,14 +369,23 @@ func (m *Manager) QueueState(s *Session, sh Runner) { m.queueState(s, sh) }
 // queueState hands the shell's state to the saver when it changed.
 func (m *Manager) queueState(s *Session, sh Runner) {
 	m.mu.Lock()
-	if l := m.live[s.ID]; l != nil {
+	l := m.live[s.ID]
+	if l != nil {
 		l.lastUsed = m.now() // a long command ends now: idle from here
 	}
 	m.mu.Unlock()
+	v := sh.StateVersion()
+	s.mu.Lock()
+	if l != nil && l.sh == sh && s.shellFrom.live == l && s.shellFrom.version == v {
+		s.mu.Unlock()
+		return // nothing changed since the last look
+	}
+	s.mu.Unlock()
 	st := sh.State()
 	s.mu.Lock()
 	same := sameState(s.Shell, st)
 	s.Shell = st
+	s.shellFrom.live, s.shellFrom.version = l, v
 	s.mu.Unlock()
 	if !same {
 		m.saver.queue(s.ID, st)

@@ -14,6 +14,9 @@ import (
 // persistent connection) is another implementation of this interface, set
 // in Config.NewRunner, not a change to the manager.
 //
+// A Runner must be comparable with == (a pointer, or a struct of them):
+// the manager tells a session's live runner from an older one that way.
+//
 // The shell and file access are behind it. What else a session does to its
 // workspace joins it as it moves off the host: walking and snapshotting the
 // tree (sessions/workspace), and suspend and resume of the whole workspace. Methods take a context where they may cross a
@@ -37,6 +40,9 @@ type Runner interface {
 	// State is the shell's cwd and exported variables, saved by the
 	// manager so that a restarted shell resumes where it was.
 	State() sandbox.State
+	// StateVersion counts the changes of State: an unchanged number means
+	// an unchanged state.
+	StateVersion() uint64
 	// Running reports whether the shell's process is up.
 	Running() bool
 	// Stop ends the shell's process, keeping its state: the next Exec

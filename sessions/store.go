@@ -79,6 +79,13 @@ type Session struct {
 	mu        sync.Mutex
 	state     State
 	Shell     sandbox.State // the saved shell state
+	// shellFrom is the live shell and StateVersion that Shell was last
+	// taken from (queueState): the same pair means nothing to copy or
+	// compare.
+	shellFrom struct {
+		live    *live
+		version uint64
+	}
 	UpdatedAt time.Time
 	EndedAt   time.Time
 	checked   time.Time // when state was last re-read from the database
