@@ -76,9 +76,9 @@ type Session struct {
 
 	// mu guards the mutable fields below once the session is shared by
 	// concurrent calls.
-	mu        sync.Mutex
-	state     State
-	Shell     sandbox.State // the saved shell state
+	mu    sync.Mutex
+	state State
+	Shell sandbox.State // the saved shell state
 	// shellFrom is the live shell and StateVersion that Shell was last
 	// taken from (queueState): the same pair means nothing to copy or
 	// compare.
