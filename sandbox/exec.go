@@ -86,12 +86,12 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 	if err := s.acquire(ctx, opts.NoWait); err != nil {
 		return Result{}, err
 	}
-	defer s.release()
 	s.mu.Lock()
 	died := s.jail != nil && !s.jail.alive() // e.g. a background job killed it
 	s.mu.Unlock()
 	j, err := s.startTraced(ctx)
 	if err != nil {
+		s.release()
 		return Result{}, err
 	}
 	timeout := opts.Timeout
@@ -117,27 +117,53 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		j.pipes[i].drain(emit)
 	}
 	j.dropStaleStatus()
+
+	c := &ended{j: j, r: r, text: command, opts: opts, died: died, start: now()}
+	deadline := c.start.Add(timeout)
+	// A shell that stopped reading must not hold the turn forever.
+	_ = j.stdin.SetWriteDeadline(deadline)
+	if _, err := io.WriteString(j.stdin, script(command, r.nonce)); err != nil {
+		// The shell died between commands: start over once.
+		return s.complete(c, Result{ShellRestarted: true}), nil
+	}
+	res, detached := s.wait(ctx, j, r, deadline, opts.DetachAt)
+	if detached {
+		go func() {
+			res, _ := s.wait(ctx, j, r, deadline, time.Time{})
+			opts.Detached(s.complete(c, res), nil)
+		}()
+		return Result{}, ErrDetached
+	}
+	return s.complete(c, res), nil
+}
+
+// ended is what complete needs of a command that has ended.
+type ended struct {
+	j     *jail
+	r     *run
+	text  string
+	opts  ExecOptions
+	died  bool // the shell had died before the command
+	start time.Time
+}
+
+// complete finishes a command that has ended (wait's res): it reads its
+// output and the shell's state, restarts a shell it killed, and hands the
+// shell's turn on.
+func (s *Shell) complete(c *ended, res Result) Result {
+	defer s.release()
+	j, r, opts := c.j, c.r, c.opts
 	defer func() {
 		for _, p := range j.pipes {
 			p.setFeed(nil)
 		}
 	}()
-
-	start := now()
-	res := Result{}
-	// A shell that stopped reading must not hold the turn forever.
-	_ = j.stdin.SetWriteDeadline(start.Add(timeout))
-	if _, err := io.WriteString(j.stdin, script(command, r.nonce)); err != nil {
-		// The shell died between commands: start over once.
-		res.ShellRestarted = true
-	} else {
-		res = s.wait(ctx, j, r, timeout)
-		// Children alive now are background jobs: a later timeout spares them.
-		if !res.ShellRestarted && mayStartJobs(command) {
-			j.background = shellChildren(j.shell())
-		}
+	// Children alive now are background jobs: a later timeout spares them.
+	if !res.ShellRestarted && mayStartJobs(c.text) {
+		j.background = shellChildren(j.shell())
 	}
-	res.Duration = now().Sub(start)
+	res.Duration = now().Sub(c.start)
+	died := c.died
 	res.ShellRestarted = res.ShellRestarted || died
 	s.finish(j, r, opts.OnOutput)
 	for i, buf := range r.out {
@@ -178,7 +204,7 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 			res.ShellRestarted = false // the next Exec reports why
 		}
 	}
-	return res, nil
+	return res
 }
 
 // collect takes what the output pipes still hold: the command has ended
@@ -190,16 +216,25 @@ func (r *run) collect(j *jail) {
 }
 
 // wait collects the command's end: the status record, or the shell's
-// death, a timeout or the caller's cancellation.
-func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration) Result {
-	var res Result
+// death, a timeout (at deadline) or the caller's cancellation. With
+// detachAt before deadline, a command still running then is left to run:
+// detached is true and nothing was collected.
+func (s *Shell) wait(ctx context.Context, j *jail, r *run, deadline, detachAt time.Time) (res Result, detached bool) {
 	// A cancelled call moves the deadline to now, which ends the read.
 	stop := context.AfterFunc(ctx, j.interruptStatus)
 	defer stop()
-	if s.await(j, r, now().Add(timeout)) {
+	until := deadline
+	detaching := !detachAt.IsZero() && detachAt.Before(deadline)
+	if detaching {
+		until = detachAt
+	}
+	if s.await(j, r, until) {
 		r.collect(j)
 		res.ExitCode = r.rec.exitCode
-		return res
+		return res, false
+	}
+	if detaching && ctx.Err() == nil && !r.statusEOF && j.alive() && !now().Before(detachAt) {
+		return Result{}, true
 	}
 	if r.statusEOF {
 		select { // the shell is gone: bwrap follows
@@ -209,7 +244,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	}
 	switch {
 	case !j.alive():
-		return s.died(j, r, res)
+		return s.died(j, r, res), false
 	case ctx.Err() != nil:
 		res.Interrupted = true
 	default:
@@ -226,7 +261,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	if res.Interrupted && shell > 0 && signalCommand(shell, j.background, syscall.SIGINT) > 0 {
 		if s.drain(j, r, quiet) {
 			res.ExitCode = r.rec.exitCode
-			return res
+			return res, false
 		}
 	}
 	if shell > 0 {
@@ -234,7 +269,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	}
 	if s.drain(j, r, quiet) {
 		res.ExitCode = r.rec.exitCode
-		return res
+		return res, false
 	}
 	// Nothing to kill, or the shell itself is looping or was replaced by
 	// exec: kill the whole jail and start a fresh shell.
@@ -245,7 +280,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, timeout time.Duration
 	res.ShellRestarted = true
 	j.waitEOF(quiet)
 	r.collect(j)
-	return res
+	return res, false
 }
 
 // await reads the status record until deadline; false when it did not

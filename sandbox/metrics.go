@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The package's metrics. They count from process start whether or not
@@ -79,7 +80,22 @@ var tracer = otel.Tracer("github.com/warrenhq/warren/sandbox")
 // This wrapper counts and traces the command; exec does the work.
 func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Result, error) {
 	ctx, span := tracer.Start(ctx, "sandbox.exec")
+	if done := opts.Detached; done != nil {
+		opts.Detached = func(res Result, err error) {
+			observeExec(span, res, err)
+			done(res, err)
+		}
+	}
 	res, err := s.exec(ctx, command, opts)
+	if err == ErrDetached {
+		return res, err // observed when it ends
+	}
+	observeExec(span, res, err)
+	return res, err
+}
+
+// observeExec counts a command's end and ends its span.
+func observeExec(span trace.Span, res Result, err error) {
 	if err == nil {
 		end := "completed"
 		switch {
@@ -101,7 +117,6 @@ func (s *Shell) Exec(ctx context.Context, command string, opts ExecOptions) (Res
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
-	return res, err
 }
 
 // startJail returns the running jail, starting one (counted, timed and

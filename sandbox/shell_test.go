@@ -352,3 +352,37 @@ func TestStateVersionMovesOnlyWithTheState(t *testing.T) {
 		v = now
 	}
 }
+
+// TestDetachLeavesTheCommandRunning: Exec stops waiting at DetachAt,
+// returns ErrDetached, and the command goes on holding the shell; its
+// result comes to Detached, and the shell then runs the next command. A
+// command that ends before DetachAt is answered as usual.
+func TestDetachLeavesTheCommandRunning(t *testing.T) {
+	sh, _ := newTestShell(t)
+	ctx := context.Background()
+	res, err := sh.Exec(ctx, "echo quick", ExecOptions{DetachAt: time.Now().Add(10 * time.Second), Detached: func(Result, error) {
+		t.Error("a quick command was detached")
+	}})
+	if err != nil || string(res.Stdout) != "quick\n" {
+		t.Fatalf("quick command: %v %+v", err, res)
+	}
+	got := make(chan Result, 1)
+	_, err = sh.Exec(ctx, "sleep 0.5; echo slow; cd /tmp", ExecOptions{DetachAt: time.Now().Add(100 * time.Millisecond),
+		Detached: func(r Result, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			got <- r
+		}})
+	if err != ErrDetached {
+		t.Fatalf("slow command: error %v, want ErrDetached", err)
+	}
+	if !sh.Busy() {
+		t.Fatal("the shell is free while the detached command runs")
+	}
+	r := <-got
+	if string(r.Stdout) != "slow\n" || r.ExitCode != 0 || r.Cwd != "/tmp" {
+		t.Fatalf("detached result %+v", r)
+	}
+	expectOut(t, sh, "pwd", 0, "/tmp")
+}

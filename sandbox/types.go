@@ -24,6 +24,10 @@ var (
 	ErrBusy = errs.New(errs.Busy, "the shell is busy running another command")
 	// ErrClosed is returned by Exec after Close.
 	ErrClosed = errs.New(errs.Unavailable, "the shell is closed")
+	// ErrDetached is Exec's answer when ExecOptions.DetachAt came before
+	// the command's end: the command goes on, and ExecOptions.Detached
+	// gets its result.
+	ErrDetached = errs.New(errs.Busy, "the command is still running")
 	// ErrEmptyCommand is returned for a command that is empty or only blanks.
 	ErrEmptyCommand = errs.New(errs.Invalid, "command is empty")
 	// ErrNULInCommand is returned for a command containing a NUL byte, which
@@ -61,6 +65,15 @@ type ExecOptions struct {
 	// NoWait makes Exec fail with ErrBusy instead of queueing behind a
 	// running command.
 	NoWait bool
+	// DetachAt, when set, is when Exec stops waiting for a command that
+	// is still running: it returns ErrDetached instead of a result, the
+	// command goes on (holding the shell's turn, its timeout and ctx
+	// unchanged) and Detached receives its result when it ends. A caller
+	// that must answer by then runs short commands without a goroutine of
+	// its own and hands long ones over.
+	DetachAt time.Time
+	// Detached receives the result of a command Exec detached from.
+	Detached func(Result, error)
 }
 
 // Defaults for ExecOptions.
