@@ -38,6 +38,7 @@ type job struct {
 	dropped  [2]int64       // bytes dropped from the front of pending
 	yielded  bool           // a call returned before the end: it is left running as a job
 	ended    bool           // the command ended (set before done closes)
+	inline   bool           // run by its call's goroutine (runInline), not a runner
 	listener *progress      // the call currently waiting, for progress
 	log      *events.Stream // the activity log's recorder of the output, or nil
 	finished time.Time
@@ -79,6 +80,16 @@ func (j *job) closeLog() {
 	s := j.log
 	j.mu.Unlock()
 	s.Close()
+}
+
+// takeInline reports, once, whether j is to run on its call's goroutine:
+// a later wait for it (shell_wait) only waits.
+func (j *job) takeInline() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	in := j.inline
+	j.inline = false
+	return in
 }
 
 func (j *job) setListener(p *progress) {
@@ -165,9 +176,37 @@ func (js *jobs) start(reqCtx context.Context, owner string, s *sessions.Session,
 		j.opts.OnOutput = func(s sandbox.Stream, chunk []byte) { j.output(s, chunk); also(s, chunk) }
 	}
 	js.byID[j.id] = j
+	// First in line: the call runs the command on its own goroutine
+	// (runInline), which spares two goroutine hand-offs per command.
+	j.inline = len(js.lines[s.ID]) == 0 // j is not shared yet: no lock needed
 	js.lines[s.ID] = append(js.lines[s.ID], j)
-	js.dispatch(j)
+	if !j.inline {
+		js.dispatch(j)
+	}
 	return j, nil
+}
+
+// runInline runs j, first in its session's line, on the calling goroutine
+// until it ends or yield passes; then (detached true) the command goes on
+// without it and its end is recorded when it comes. With interrupt, the
+// call's cancellation interrupts the command while the call waits.
+func (js *jobs) runInline(reqCtx context.Context, j *job, yield time.Duration, interrupt bool) (detached bool) {
+	opts := j.opts
+	if yield > 0 {
+		opts.DetachAt = time.Now().Add(yield)
+	}
+	opts.Detached = func(res sandbox.Result, err error) { js.end(j, res, err) }
+	stop := func() bool { return false }
+	if interrupt {
+		stop = context.AfterFunc(reqCtx, j.cancel)
+	}
+	res, err := j.shell.Exec(j.ctx, j.command, opts)
+	stop()
+	if err == sandbox.ErrDetached {
+		return true
+	}
+	js.end(j, res, err)
+	return false
 }
 
 // runnerIdle is how long a goroutine that ran a command waits for the
@@ -206,7 +245,6 @@ func (js *jobs) runner(j *job) {
 
 // run waits for j's turn, runs it, and hands the shell to the next job.
 func (js *jobs) run(j *job) {
-	defer j.cancel()
 	res, err := sandbox.Result{}, js.turn(j)
 	if err == nil {
 		res, err = j.shell.Exec(j.ctx, j.command, j.opts)
@@ -214,6 +252,12 @@ func (js *jobs) run(j *job) {
 		// Cancelled (shell_kill, the call went away) before it started.
 		res, err = sandbox.Result{ExitCode: 130, Interrupted: true, Cwd: j.shell.State().Cwd}, nil
 	}
+	js.end(j, res, err)
+}
+
+// end records j's outcome and hands the shell to the next job.
+func (js *jobs) end(j *job, res sandbox.Result, err error) {
+	defer j.cancel()
 	js.mu.Lock()
 	line := slices.DeleteFunc(js.lines[j.session.ID], func(o *job) bool { return o == j })
 	if len(line) == 0 {

@@ -197,6 +197,13 @@ func (d *deps) await(ctx context.Context, req mcp.CallToolRequest, j *job, yield
 		j.setListener(nil)
 		p.finish()
 	}()
+	if j.takeInline() {
+		if d.jobs.runInline(ctx, j, time.Duration(yieldMS)*time.Millisecond, interrupt) {
+			return d.partial(j), nil
+		}
+		j.closeLog() // the command's output is in the activity log before its outcome
+		return d.final(j)
+	}
 	var yield <-chan time.Time
 	if yieldMS > 0 {
 		t := time.NewTimer(time.Duration(yieldMS) * time.Millisecond)
