@@ -12,7 +12,7 @@ import (
 	"github.com/warrenhq/warren/sandbox"
 )
 
-func openDB(t *testing.T, dir string) *sql.DB {
+func openDB(t testing.TB, dir string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "warren.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
 	if err != nil {
@@ -22,7 +22,7 @@ func openDB(t *testing.T, dir string) *sql.DB {
 	return db
 }
 
-func newManager(t *testing.T, db *sql.DB, cfg Config) *Manager {
+func newManager(t testing.TB, db *sql.DB, cfg Config) *Manager {
 	t.Helper()
 	store, err := NewStore(context.Background(), db)
 	if err != nil {

@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,19 +164,7 @@ func waitUntil(t *testing.T, cond func() bool) {
 // go test -run X -bench QuotaEstimate ./sessions/
 func BenchmarkQuotaEstimate(b *testing.B) {
 	data := b.TempDir()
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "warren.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	store, err := NewStore(context.Background(), db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := NewManager(store, Config{DataDir: data, QuotaBytes: quota5M, QuotaInterval: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := newManager(b, openDB(b, data), Config{DataDir: data, QuotaBytes: quota5M, QuotaInterval: time.Hour})
 	s := &Session{Meta: Meta{ID: "s-empty", Mode: ModeEmpty}, Workspace: m.workspaceDir("s-empty")}
 	for _, d := range []string{s.Workspace, m.homeDir(s.ID)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -196,19 +195,7 @@ func TestRemoteCallersCannotReachInternalAddresses(t *testing.T) {
 // workspace: go test -run X -bench Guard ./sessions/
 func BenchmarkGuard(b *testing.B) {
 	data, bound := b.TempDir(), b.TempDir()
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "warren.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	store, err := NewStore(context.Background(), db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := NewManager(store, Config{DataDir: data, AllowLocalSources: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := newManager(b, openDB(b, data), Config{DataDir: data, AllowLocalSources: true})
 	for _, s := range []*Session{
 		{Meta: Meta{ID: "s-bind", Mode: ModeBind}, Workspace: bound},
 		{Meta: Meta{ID: "s-empty", Mode: ModeEmpty}, Workspace: m.workspaceDir("s-empty")},
