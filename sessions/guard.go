@@ -47,11 +47,11 @@ func (m *Manager) guard(s *Session) error {
 // under the data directory. The caller acts beneath the descriptor
 // (LocalDir.ProcPath), never by the path again, and closes it.
 //
-// Resolving and judging cost a readlink and a stat on top of the open; a
-// directory whose stamp is the one that last passed is the same directory,
-// unchanged since (workspace.Stamp), and is not judged again. The stamp
-// is of the host's directory: nothing inside the jail can set it to a
-// value that passed, only make it change (and cost a check).
+// Judging costs a stat and the policy on top of the open; a directory
+// whose stamp is the one that last passed is the same directory at the
+// same place with the same owner (workspace.Stamp), and is not judged
+// again. The stamp is of the host's directory: nothing inside the jail can
+// set it to a value that passed, only make it change (and cost a check).
 func (m *Manager) openWorkspace(s *Session) (*workspace.LocalDir, error) {
 	if s.Workspace == "" {
 		return nil, fmt.Errorf("session %s has no workspace", s.ID)

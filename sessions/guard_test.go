@@ -217,3 +217,33 @@ func flippingBind(t *testing.T) (m *Manager, s *Session, secret string, stop fun
 	})
 	return m, s, secret, func() { close(done); wg.Wait() }
 }
+
+// TestAMovedParentIsCheckedAgain: the bound directory stays the same
+// inode, unchanged, but the directory holding it is moved into the data
+// directory and a link left in its place, so the stored path now leads
+// into the data directory. The cached check must not hold: the directory
+// is somewhere else now, and every use is refused.
+func TestAMovedParentIsCheckedAgain(t *testing.T) {
+	ctx := context.Background()
+	m, s, data, bound := boundSession(t)
+	if _, f, err := m.OpenFiles(ctx, "alice", s.ID, false); err != nil {
+		t.Fatalf("before the move: %v", err)
+	} else {
+		f.Close()
+	}
+	parent := filepath.Dir(bound)
+	moved := filepath.Join(data, "moved-parent")
+	if err := os.Rename(parent, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved, parent); err != nil {
+		t.Fatal(err)
+	}
+	if _, f, err := m.OpenFiles(ctx, "alice", s.ID, false); err == nil {
+		f.Close()
+		t.Fatal("the file tools opened a workspace that now lies inside the data directory")
+	}
+	if _, _, err := m.Open(ctx, "alice", s.ID); err == nil {
+		t.Fatal("a command may run in a workspace that now lies inside the data directory")
+	}
+}

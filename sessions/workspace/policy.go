@@ -100,9 +100,9 @@ func under(p, dir string) bool {
 // is the directory itself, not a path someone can change afterwards.
 type LocalDir struct {
 	fd   int
-	Real string // where it is, read from the descriptor; "" until resolved
+	Real string // where it is, read from the descriptor
 	Uid  uint32
-	// Stamp is the opened directory's identity and last inode change.
+	// Stamp is the opened directory's identity, owner and place.
 	Stamp Stamp
 }
 
@@ -123,41 +123,40 @@ func (d *LocalDir) File(name string) (*os.File, error) {
 // beneath it (os.OpenRoot(d.ProcPath())) to act on what was checked.
 func (d *LocalDir) ProcPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd) }
 
-// Stamp identifies a directory and the last change to its inode: device,
-// inode number, ctime, mode and owner. Whatever changes where a directory
-// is or who owns it changes its stamp: a link or mount now leading
-// elsewhere names another inode, and renaming, chown and chmod set the
-// ctime. Equal stamps taken at two moments mean the same directory,
-// unchanged, so a check made on the first still holds; a directory's
-// contents changing only moves its ctime, which costs a new check, never
-// a wrong pass. The zero Stamp matches no directory.
+// Stamp is what a directory's check depends on: its identity (device and
+// inode), its mode and owner, and where it is (the path its descriptor
+// resolves to). Equal stamps taken at two moments mean the same directory
+// at the same place with the same owner, so a check made on the first
+// still holds: a link or mount now leading elsewhere names another inode,
+// the directory or any directory above it moved changes where it is, and
+// chown or chmod change the rest. What the directory holds is not in it:
+// files coming and going cost no check. The zero Stamp matches no
+// directory.
 type Stamp struct {
 	dev, ino  uint64
-	ctime     unix.Timespec
 	mode, uid uint32
+	real      string
 }
 
-func dirStampOf(st *unix.Stat_t) Stamp {
-	return Stamp{dev: st.Dev, ino: st.Ino, ctime: st.Ctim, mode: st.Mode, uid: st.Uid}
+func dirStampOf(st *unix.Stat_t, real string) Stamp {
+	return Stamp{dev: st.Dev, ino: st.Ino, mode: st.Mode, uid: st.Uid, real: real}
 }
 
 // StampOf returns the stamp of the directory dir leads to (links
-// followed): one stat, to compare with the stamp of a directory checked
-// before.
+// followed), to compare with the stamp of a directory checked before: an
+// open, a stat and a readlink of the descriptor.
 func StampOf(dir string) (Stamp, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
+	d, err := OpenDir(dir)
+	if err != nil {
 		return Stamp{}, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return Stamp{}, fmt.Errorf("%s is not a directory", dir)
-	}
-	return dirStampOf(&st), nil
+	defer d.Close()
+	return d.Stamp, nil
 }
 
-// OpenDir opens the directory dir leads to (links followed) and stamps
-// it, without resolving or judging it: see Resolve and Check. The caller
-// closes it.
+// OpenDir opens the directory dir leads to (links followed), reads where
+// it is from the descriptor and stamps it, without judging it (Check).
+// The caller closes it.
 func OpenDir(dir string) (*LocalDir, error) {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -173,7 +172,12 @@ func OpenDir(dir string) (*LocalDir, error) {
 		d.Close()
 		return nil, errNotDir
 	}
-	d.Uid, d.Stamp = st.Uid, dirStampOf(&st)
+	real, err := d.Resolve()
+	if err != nil {
+		d.Close()
+		return nil, &os.PathError{Op: "resolve", Path: dir, Err: err}
+	}
+	d.Uid, d.Stamp = st.Uid, dirStampOf(&st, real)
 	return d, nil
 }
 
