@@ -26,10 +26,10 @@ func (m *Manager) policy() workspace.Policy {
 
 // guard refuses a session whose workspace does not resolve to a place it
 // may be, for uses that go by its path (a jail binds it, the audit walks
-// it): see openWorkspace. One stat when nothing changed since the last
-// check.
+// it): see openWorkspace. Three system calls when nothing changed since
+// the last check (workspace.Stamp.Holds).
 func (m *Manager) guard(s *Session) error {
-	if st, err := workspace.StampOf(s.Workspace); err == nil && s.passed(st) {
+	if s.guardHolds() {
 		return nil
 	}
 	d, err := m.openWorkspace(s)
@@ -102,6 +102,15 @@ func (s *Session) passed(st workspace.Stamp) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return st != (workspace.Stamp{}) && st == s.guarded
+}
+
+// guardHolds reports whether s's workspace path still leads to the
+// directory that last passed the checks, unchanged in what they judge.
+func (s *Session) guardHolds() bool {
+	s.mu.Lock()
+	st := s.guarded
+	s.mu.Unlock()
+	return st.Holds(s.Workspace)
 }
 
 // pass records the stamp of a workspace directory that passed the checks.
