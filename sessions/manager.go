@@ -215,9 +215,21 @@ func (m *Manager) remember(s *Session) *Session {
 // a process) with the session's saved state. An archived session's shell
 // binds its workspace read-only, but Open refuses to run it at all.
 func (m *Manager) Shell(s *Session) (Runner, error) {
+	if sh := m.liveShell(s.ID); sh != nil {
+		return sh, nil
+	}
+	// The runner gets the directory checked here, and its jails bind that
+	// one by descriptor, whatever the path names when they start. Opened
+	// outside the manager's lock: a slow file system must not stall the
+	// other sessions.
+	d, err := m.openWorkspace(s)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l, ok := m.live[s.ID]; ok {
+	if l, ok := m.live[s.ID]; ok { // made by another call meanwhile
 		l.lastUsed = m.now()
 		return l.sh, nil
 	}
@@ -240,14 +252,7 @@ func (m *Manager) Shell(s *Session) (Runner, error) {
 		}
 		opts.AfterCommand = func() string { return m.afterCommand(s, sh) }
 	}
-	// The runner gets the directory checked here, and its jails bind that
-	// one by descriptor, whatever the path names when they start.
-	d, err := m.openWorkspace(s)
-	if err != nil {
-		return nil, err
-	}
 	opts.Workspace, err = d.File(s.Workspace)
-	d.Close()
 	if err != nil {
 		return nil, fmt.Errorf("start shell of session %s: %w", s.ID, err)
 	}
@@ -261,6 +266,17 @@ func (m *Manager) Shell(s *Session) (Runner, error) {
 	}
 	m.live[s.ID] = &live{sh: sh, lastUsed: m.now()}
 	return sh, nil
+}
+
+// liveShell returns session id's live shell, marked used now, or nil.
+func (m *Manager) liveShell(id string) Runner {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.live[id]; ok {
+		l.lastUsed = m.now()
+		return l.sh
+	}
+	return nil
 }
 
 // Open returns user's session and its shell for running a command: the
