@@ -77,21 +77,31 @@ func (p *pipeReader) setFeed(f func([]byte)) {
 // readLocked reads once from fd and feeds what came. It reports whether
 // the pipe would block, and ends the reader at EOF or on an error.
 func (p *pipeReader) readLocked(fd uintptr) (wouldBlock bool) {
+	n, wouldBlock, end := readOnce(fd, p.buf)
+	if n > 0 && p.feed != nil {
+		p.feed(p.buf[:n])
+	}
+	if end { // EOF or an error: nothing more will come
+		p.closed = true
+	}
+	return wouldBlock
+}
+
+// readOnce reads what the non-blocking descriptor fd holds into buf,
+// without waiting: n bytes, or wouldBlock when it holds nothing yet, or
+// end at EOF or on an error.
+func readOnce(fd uintptr, buf []byte) (n int, wouldBlock, end bool) {
 	for {
-		n, err := unix.Read(int(fd), p.buf)
+		n, err := unix.Read(int(fd), buf)
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			return true
+			return 0, true, false
 		case n > 0:
-			if p.feed != nil {
-				p.feed(p.buf[:n])
-			}
-			return false
-		default: // EOF or an error: nothing more will come
-			p.closed = true
-			return false
+			return n, false, false
+		default:
+			return 0, false, true
 		}
 	}
 }
@@ -395,11 +405,8 @@ func (j *jail) readNow(take func([]byte)) {
 	_ = rc.Control(func(fd uintptr) {
 		var buf [4096]byte
 		for {
-			n, err := unix.Read(int(fd), buf[:])
-			if err == unix.EINTR {
-				continue
-			}
-			if n <= 0 {
+			n, _, _ := readOnce(fd, buf[:])
+			if n == 0 {
 				return
 			}
 			take(buf[:n])
