@@ -197,32 +197,38 @@ func (d *deps) await(ctx context.Context, req mcp.CallToolRequest, j *job, yield
 		j.setListener(nil)
 		p.finish()
 	}()
-	if j.takeInline() {
-		if d.jobs.runInline(ctx, j, time.Duration(yieldMS)*time.Millisecond, interrupt) {
-			return d.partial(j), nil
-		}
-		j.closeLog() // the command's output is in the activity log before its outcome
-		return d.final(j)
+	if !d.ended(ctx, j, time.Duration(yieldMS)*time.Millisecond, interrupt) {
+		return d.partial(j), nil
 	}
-	var yield <-chan time.Time
-	if yieldMS > 0 {
-		t := time.NewTimer(time.Duration(yieldMS) * time.Millisecond)
+	j.closeLog() // the command's output is in the activity log before its outcome
+	return d.final(j)
+}
+
+// ended waits for j: it reports true once j has ended, false when yield
+// passed first or the call went away without interrupting it. A job first
+// in its session's line runs here, on the call's goroutine (runInline).
+func (d *deps) ended(ctx context.Context, j *job, yield time.Duration, interrupt bool) bool {
+	if j.takeInline() {
+		return !d.jobs.runInline(ctx, j, yield, interrupt)
+	}
+	var yielded <-chan time.Time
+	if yield > 0 {
+		t := time.NewTimer(yield)
 		defer t.Stop()
-		yield = t.C
+		yielded = t.C
 	}
 	select {
 	case <-j.done:
-	case <-yield:
-		return d.partial(j), nil
+	case <-yielded:
+		return false
 	case <-ctx.Done():
 		if !interrupt {
-			return d.partial(j), nil
+			return false
 		}
 		j.cancel()
 		<-j.done
 	}
-	j.closeLog() // the command's output is in the activity log before its outcome
-	return d.final(j)
+	return true
 }
 
 // partial reports a command that still runs and leaves it running.
