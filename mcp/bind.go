@@ -68,10 +68,7 @@ func flatFields(t reflect.Type) ([]flatField, bool) {
 		}
 		fs = append(fs, flatField{index: i, name: name})
 	}
-	if fs == nil {
-		fs = []flatField(nil)
-	}
-	flatCache.Store(t, fs)
+	flatCache.Store(t, fs) // nil: not flat (or no fields), bound by BindArguments
 	return fs, fs != nil
 }
 
