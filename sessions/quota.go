@@ -56,6 +56,9 @@ type usage struct {
 	// starts.
 	watching bool
 	opened   time.Time
+	// began is when the current command started (monotonic): a long
+	// command is measured by a walk when it ends (walkAfter).
+	began time.Time
 	// near: the session was told it uses most of its quota; cleared when
 	// usage falls back, so the next approach is told again. notice is what
 	// a client should be told and has not been yet (TakeQuotaNotice).
@@ -162,6 +165,7 @@ func (m *Manager) startCommand(s *Session, sh Runner) error {
 	}
 	u.stopped = false
 	u.opened = m.now()
+	u.began = time.Now()
 	if !u.watching {
 		u.watching = true
 		go m.watch(s, sh, u)
@@ -192,7 +196,7 @@ func (m *Manager) afterCommand(s *Session, sh Runner) string {
 		u.limit = q
 	}
 	// Restricted, a walk tells whether rm got it back under the quota.
-	m.measureLocked(s, u, u.limit, u.restricted)
+	m.measureLocked(s, u, u.limit, u.restricted || walkAfter(u))
 	n := u.bytes
 	if u.stopped { // the watcher's note already says it
 		u.stopped = false
@@ -225,6 +229,23 @@ func (m *Manager) afterCommand(s *Session, sh Runner) string {
 			s.ID, FormatBytes(n), FormatBytes(q))
 	}
 	return ""
+}
+
+// A command that ran long enough is measured by a walk when it ends, not by
+// the estimate: the file system's growth is only the session's own when
+// nothing else on it frees space meanwhile, and on a shared disk something
+// does (a session writing 4.8 of its 5 MiB while another process freed
+// 8 MiB showed no growth, and was not told its quota was nearly full).
+// The walk costs at most 1/walkRare of the command's time, and commands
+// shorter than walkMin (echo, cd, most of an agent's calls) keep the
+// estimate; the watcher and the periodic walk bound what they can hide.
+const walkMin = time.Millisecond
+
+// walkAfter reports whether the command that just ended ran long enough
+// to be measured by a walk.
+func walkAfter(u *usage) bool {
+	d := time.Since(u.began)
+	return d >= walkMin && d >= walkRare*u.walk
 }
 
 // crossed reports whether the last measurement is past the limit: usage

@@ -146,6 +146,51 @@ func TestQuotaOverItCommandsCannotGrowUsageWhateverTheyAreCalled(t *testing.T) {
 	}
 }
 
+// A session is told its quota is nearly full even when, while its command
+// wrote, something else on the same file system freed more than it wrote:
+// the file system's growth, which estimates the usage between walks, then
+// shows none (CI runs other packages' tests on the same disk).
+func TestNearlyFullQuotaIsToldWhileOtherFilesAreFreed(t *testing.T) {
+	data := jailData(t)
+	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: quota5M, QuotaInterval: time.Hour})
+	t.Cleanup(func() { m.Close(context.Background()) })
+	s, err := m.Create(context.Background(), "alice", CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, m, "alice", s.ID, "true")
+	// Outside the session, on the same file system: 8 MiB, on disk.
+	other := filepath.Join(data, "other")
+	f, err := os.Create(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 8<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	go func() {
+		// Once the command wrote its file, free the other one, then let
+		// the command end.
+		for {
+			if st, err := os.Stat(filepath.Join(s.Workspace, "big")); err == nil && st.Size() == 4800000 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		os.Remove(other)
+		os.WriteFile(filepath.Join(s.Workspace, "go"), nil, 0o644)
+	}()
+	res := run(t, m, "alice", s.ID, "head -c 4800000 /dev/zero > big; while [ ! -e go ]; do sleep 0.01; done")
+	if e := string(res.Stderr); !strings.Contains(e, "of its 5.0 MiB disk quota") {
+		t.Fatalf("the result does not warn of the nearly full quota (%s used): exit %d stderr %q",
+			FormatBytes(used(t, m, s)), res.ExitCode, e)
+	}
+}
+
 // waitUntil polls cond until it holds, failing the test after 10 s.
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()

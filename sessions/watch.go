@@ -19,9 +19,13 @@ const (
 	// the last one took after it, so at most a fifth of a core goes to it.
 	walkShare = 4
 	// periodicWalk is how often a walk checks the estimate while processes
-	// run (at least 20 walks' time apart): space freed elsewhere on the
-	// file system can hide growth from it.
+	// run (at least walkRare walks' time apart): space freed elsewhere on
+	// the file system can hide growth from it.
 	periodicWalk = 250 * time.Millisecond
+	// walkRare bounds walks the estimate did not ask for to a twentieth of
+	// the time they cover (since the last walk, or the command's run),
+	// taking the last walk's duration as what the next one costs.
+	walkRare = 20
 )
 
 // watch polls s's disk use while the jail has processes (a command, or
@@ -73,7 +77,7 @@ func (m *Manager) enforce(s *Session, sh Runner, u *usage) {
 	defer u.mu.Unlock()
 	m.estimateLocked(s, u)
 	since := m.now().Sub(u.at)
-	if u.bytes > u.limit && since >= walkShare*u.walk || since >= max(periodicWalk, 20*u.walk) {
+	if u.bytes > u.limit && since >= walkShare*u.walk || since >= max(periodicWalk, walkRare*u.walk) {
 		m.walkLocked(s, u)
 		if crossed(u) && !u.stopped {
 			m.stopLocked(s, sh, u)
