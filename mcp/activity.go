@@ -2,10 +2,11 @@ package mcp
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -131,10 +132,15 @@ func outputTo(s *events.Stream) func(sandbox.Stream, []byte) {
 	return func(which sandbox.Stream, chunk []byte) { s.Write(which == sandbox.Stderr, chunk) }
 }
 
-func newCallID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "c-" + hex.EncodeToString(b[:])
+func newCallID() string { return "c-" + randomHex() }
+
+// randomHex is 12 hex digits from the runtime's per-thread ChaCha8 (seeded
+// from the kernel): ids that must be unique, not secret, without a system
+// call per id.
+func randomHex() string {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], mrand.Uint64()) //nolint:gosec // an id, not a secret
+	return hex.EncodeToString(b[:6])
 }
 
 // bulky arguments are logged by size only: file contents are for the

@@ -2,8 +2,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"sync"
@@ -164,12 +162,10 @@ func (js *jobs) start(reqCtx context.Context, owner string, s *sessions.Session,
 			return nil, &busyError{session: s.ID, job: o.id}
 		}
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
 	// The request's trace, not its cancellation: the command's span is a
 	// child of the call that started it.
 	ctx, cancel := context.WithCancel(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(reqCtx)))
-	j := &job{id: "j-" + hex.EncodeToString(b[:]), owner: owner, session: s, shell: sh, command: command,
+	j := &job{id: "j-" + randomHex(), owner: owner, session: s, shell: sh, command: command,
 		opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	j.opts.OnOutput = j.output
 	if also := opts.OnOutput; also != nil { // the activity log's recorder

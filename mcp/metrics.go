@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -77,8 +78,8 @@ func (d *deps) observeTools(next server.ToolHandlerFunc) server.ToolHandlerFunc 
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tool := req.Params.Name
 		session, _ := req.GetArguments()["session_id"].(string)
-		l := requestLogger(ctx, d.log, session)
-		ctx = l.WithContext(ctx)
+		rl := &requestLog{base: d.log, ctx: ctx, session: session}
+		ctx = context.WithValue(ctx, requestLogKey{}, rl)
 		start := time.Now()
 		res, err := next(ctx, req)
 		elapsed := time.Since(start)
@@ -103,7 +104,8 @@ func (d *deps) observeTools(next server.ToolHandlerFunc) server.ToolHandlerFunc 
 		toolCalls.WithLabelValues(tool, outcome).Inc()
 		toolSeconds.WithLabelValues(tool).Observe(elapsed.Seconds())
 		toolOutputBytes.WithLabelValues(tool).Add(float64(size))
-		if e := l.Debug(); e.Enabled() {
+		if d.log.GetLevel() <= zerolog.DebugLevel && zerolog.GlobalLevel() <= zerolog.DebugLevel {
+			e := rl.logger().Debug()
 			// Never the arguments or the output: they may hold secrets.
 			e.Str("tool", tool).Str("session", session).Str("outcome", outcome).
 				Dur("duration", elapsed).Int("output_bytes", size).Err(err).Msg("tool call")
@@ -125,11 +127,29 @@ func requestLogger(ctx context.Context, log zerolog.Logger, session string) zero
 	return c.Logger()
 }
 
+// requestLog makes the logger of one request (requestLogger) the first
+// time a line is logged: most calls log nothing, and building it costs
+// allocations on every call.
+type requestLog struct {
+	base    zerolog.Logger
+	ctx     context.Context
+	session string
+	once    sync.Once
+	l       zerolog.Logger
+}
+
+type requestLogKey struct{}
+
+func (r *requestLog) logger() *zerolog.Logger {
+	r.once.Do(func() { r.l = requestLogger(r.ctx, r.base, r.session) })
+	return &r.l
+}
+
 // logFor returns the logger of ctx's request (observeTools), or the
 // server's outside a request.
 func (d *deps) logFor(ctx context.Context) *zerolog.Logger {
-	if l := zerolog.Ctx(ctx); l != zerolog.DefaultContextLogger && l.GetLevel() != zerolog.Disabled {
-		return l
+	if r, ok := ctx.Value(requestLogKey{}).(*requestLog); ok {
+		return r.logger()
 	}
 	return &d.log
 }
