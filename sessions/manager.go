@@ -97,6 +97,7 @@ type Manager struct {
 	// creation of that default session.
 	makingDefault sync.Map
 	quota         quotas
+	fsHandles     fsHandles // the file systems quotas count (measure.go)
 
 	saver      *saver // writes shell states, retrying
 	stopReaper context.CancelFunc
@@ -491,6 +492,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		known[id] = m.known[id]
 	}
 	m.mu.Unlock()
+	defer m.fsHandles.close()
 	for id, l := range lives {
 		if s := known[id]; s != nil {
 			m.queueState(s, l.sh)

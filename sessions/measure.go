@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,40 +22,103 @@ import (
 
 // quotaDirs are the directories whose file systems hold what s's quota
 // counts: its workspace (unless bound) and its home.
-func (m *Manager) quotaDirs(s *Session) []string {
-	var dirs []string
+func (m *Manager) quotaDirs(s *Session) []fsRef {
+	var dirs []fsRef
 	if s.Mode != ModeBind {
-		dirs = append(dirs, s.Workspace)
+		dirs = append(dirs, fsRef{dir: s.Workspace, fd: -1})
 	}
 	if m.cfg.DataDir != "" {
-		dirs = append(dirs, m.homeDir(s.ID))
+		dirs = append(dirs, fsRef{dir: m.homeDir(s.ID), fd: -1})
 	}
 	return dirs
 }
 
-// fsUsed returns the bytes used on the file systems that hold dirs, each
-// counted once, and dirs without those that share a file system with one
-// before them: what the estimates until the next walk need to statfs. A
-// directory that cannot be measured (a home not made yet) stays in the
-// list, to be counted once it exists.
-func fsUsed(dirs []string) (int64, []string) {
+// fsRef names a file system the quota counts: by a descriptor the manager
+// holds for it (fsHandles), or, without one, by a directory on it.
+type fsRef struct {
+	dir string
+	fd  int // -1: statfs dir
+}
+
+// fsUsed returns the bytes used on the file systems refs name, each
+// counted once, and refs without those that share a file system with one
+// before them, each with the file system's descriptor: what the estimates
+// until the next walk need. A directory that cannot be measured (a home
+// not made yet) stays in the list, to be counted once it exists.
+func (m *Manager) fsUsed(refs []fsRef) (int64, []fsRef) {
 	var total int64
 	var seen [][2]int32
-	kept := dirs[:0:0]
-	for _, d := range dirs {
+	kept := refs[:0:0]
+	for _, r := range refs {
 		var st unix.Statfs_t
-		if unix.Statfs(d, &st) != nil {
-			kept = append(kept, d)
+		var err error
+		if r.fd >= 0 {
+			err = unix.Fstatfs(r.fd, &st)
+		} else {
+			err = unix.Statfs(r.dir, &st)
+		}
+		if err != nil {
+			kept = append(kept, fsRef{dir: r.dir, fd: -1})
 			continue
 		}
 		if slices.Contains(seen, st.Fsid.Val) {
 			continue
 		}
 		seen = append(seen, st.Fsid.Val)
-		kept = append(kept, d)
+		if r.fd < 0 {
+			r.fd = m.fsHandles.get(st.Fsid.Val, r.dir)
+		}
+		kept = append(kept, r)
 		total += int64(st.Blocks-st.Bfree) * st.Bsize
 	}
 	return total, kept
+}
+
+// fsHandles holds one descriptor (O_PATH) per file system the quotas
+// count, opened on the first directory of it that a walk found. The
+// estimates between walks (twice per command, and every poll of the
+// watcher) fstatfs it instead of statfs'ing a path, which costs a lookup of
+// every directory on the way each time. Walks still find each session's
+// file systems by path, so a directory moved to another file system is
+// counted there from its next walk. A held descriptor keeps its file
+// system busy (a plain umount refuses) until the manager closes.
+type fsHandles struct {
+	mu  sync.Mutex
+	fds map[[2]int32]int
+}
+
+// get returns the descriptor of file system id, opening dir for it when
+// there is none yet; -1 when dir cannot be opened or lies elsewhere now.
+func (h *fsHandles) get(id [2]int32, dir string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if fd, ok := h.fds[id]; ok {
+		return fd
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	var st unix.Statfs_t
+	if unix.Fstatfs(fd, &st) != nil || st.Fsid.Val != id {
+		unix.Close(fd) // moved to another file system since its statfs
+		return -1
+	}
+	if h.fds == nil {
+		h.fds = map[[2]int32]int{}
+	}
+	h.fds[id] = fd
+	return fd
+}
+
+// close closes every descriptor.
+func (h *fsHandles) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, fd := range h.fds {
+		unix.Close(fd)
+		delete(h.fds, id)
+	}
 }
 
 // walkLocked measures s's workspace (unless bound) and home by walking
@@ -62,7 +126,7 @@ func fsUsed(dirs []string) (int64, []string) {
 func (m *Manager) walkLocked(s *Session, u *usage) {
 	// Before: what is written during the walk counts again, never less.
 	// The file systems are found again at every walk (a mount may change).
-	fsBefore, dirs := fsUsed(m.quotaDirs(s))
+	fsBefore, refs := m.fsUsed(m.quotaDirs(s))
 	start := time.Now()
 	var n int64
 	var errs []error
@@ -78,7 +142,7 @@ func (m *Manager) walkLocked(s *Session, u *usage) {
 			errs = append(errs, err)
 		}
 	}
-	u.walked, u.fsAt, u.fsDirs, u.err, u.written = n, fsBefore, dirs, errors.Join(errs...), 0
+	u.walked, u.fsAt, u.fs, u.err, u.written = n, fsBefore, refs, errors.Join(errs...), 0
 	u.bytes, u.at, u.walk = n, m.now(), time.Since(start)
 }
 
@@ -94,7 +158,7 @@ func (m *Manager) estimateLocked(s *Session, u *usage) {
 		m.walkLocked(s, u)
 		return
 	}
-	used, _ := fsUsed(u.fsDirs)
+	used, _ := m.fsUsed(u.fs)
 	u.bytes = u.walked + max(u.written, used-u.fsAt)
 }
 

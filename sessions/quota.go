@@ -38,7 +38,7 @@ type usage struct {
 	bytes  int64     // the last figure: walked, or estimated since (measure.go)
 	walked int64     // the last walk's figure
 	fsAt   int64     // the file systems' used bytes when it started
-	fsDirs []string  // one directory per file system counted (measure.go)
+	fs     []fsRef   // the file systems counted (measure.go)
 	err    error     // why the walked figure is only a lower bound
 	at     time.Time // when the last walk ran
 	walk   time.Duration

@@ -2,11 +2,14 @@ package sessions
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/sandbox"
 )
@@ -189,6 +192,56 @@ func TestNearlyFullQuotaIsToldWhileOtherFilesAreFreed(t *testing.T) {
 		t.Fatalf("the result does not warn of the nearly full quota (%s used): exit %d stderr %q",
 			FormatBytes(used(t, m, s)), res.ExitCode, e)
 	}
+}
+
+// The estimates between walks read the file system through a descriptor
+// the manager holds, one per file system, opened on a real directory: a
+// link in its place is not followed (the file systems are found again by
+// path at every walk), and growth written after the walk is counted.
+func TestQuotaEstimatesHoldOneDescriptorPerFileSystem(t *testing.T) {
+	data := jailData(t)
+	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: quota5M, QuotaInterval: time.Hour})
+	s := &Session{Meta: Meta{ID: "s-fs", Mode: ModeEmpty}, Workspace: m.workspaceDir("s-fs")}
+	for _, d := range []string{s.Workspace, m.homeDir(s.ID)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(data, link); err != nil {
+		t.Fatal(err)
+	}
+	var h fsHandles
+	if fd := h.get(st.Fsid.Val, link); fd != -1 {
+		t.Fatalf("a link was opened for the file system: fd %d", fd)
+	}
+	u := m.quota.get(s.ID)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m.walkLocked(s, u)
+	if len(u.fs) != 1 || u.fs[0].fd < 0 {
+		t.Fatalf("workspace and home share a file system, and it should be held once: %+v", u.fs)
+	}
+	var held unix.Statfs_t
+	if err := unix.Fstatfs(u.fs[0].fd, &held); err != nil || held.Fsid != st.Fsid {
+		t.Fatalf("the held descriptor is not on the data directory's file system: %v", err)
+	}
+	// Other tests share the disk and may free space meanwhile: a few tries.
+	for try := range 5 {
+		before := u.bytes
+		if err := os.WriteFile(filepath.Join(s.Workspace, fmt.Sprint("grown", try)), make([]byte, 8<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m.estimateLocked(s, u)
+		if u.bytes >= before+4<<20 {
+			return
+		}
+	}
+	t.Fatalf("the estimate did not grow with 8 MiB written, five times: %s, walked %s", FormatBytes(u.bytes), FormatBytes(u.walked))
 }
 
 // waitUntil polls cond until it holds, failing the test after 10 s.
