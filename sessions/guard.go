@@ -56,6 +56,12 @@ func (m *Manager) openWorkspace(s *Session) (*workspace.LocalDir, error) {
 	if s.Workspace == "" {
 		return nil, fmt.Errorf("session %s has no workspace", s.ID)
 	}
+	s.mu.Lock()
+	passed := s.guarded
+	s.mu.Unlock()
+	if d := passed.Reopen(s.Workspace); d != nil {
+		return d, nil
+	}
 	if s.Mode == ModeBind {
 		d, err := workspace.OpenSource(s.Workspace)
 		if err == nil && !s.passed(d.Stamp) {

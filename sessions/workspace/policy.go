@@ -144,27 +144,41 @@ func dirStampOf(st *unix.Stat_t, real string) Stamp {
 
 // Holds reports whether dir, the path st was taken at, still leads to
 // the directory st was taken of, at the same place, with the same mode
-// and owner: opened without following any link (a link anywhere on the
-// way, such as a parent moved elsewhere with a link left in its place,
-// fails), then one fstat. Three system calls, none through /proc, for
-// the check of every use when nothing changed.
+// and owner (see Reopen). Three system calls, none through /proc, for the
+// check of every use when nothing changed.
 func (st Stamp) Holds(dir string) bool {
-	if st == (Stamp{}) || dir != st.real {
+	d := st.Reopen(dir)
+	if d == nil {
 		return false
+	}
+	d.Close()
+	return true
+}
+
+// Reopen opens dir again when it still leads to the directory st was
+// taken of, at the same place, with the same mode and owner: opened
+// without following any link (a link anywhere on the way, such as a parent
+// moved elsewhere with a link left in its place, fails), then one fstat.
+// It returns nil otherwise, and the caller checks the directory in full.
+// What passed once and is the same directory at the same place passes
+// again, without reading where the descriptor leads through /proc.
+func (st Stamp) Reopen(dir string) *LocalDir {
+	if st == (Stamp{}) || dir != st.real {
+		return nil
 	}
 	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_DIRECTORY,
 		Resolve: unix.RESOLVE_NO_SYMLINKS,
 	})
 	if err != nil {
-		return false
+		return nil
 	}
-	defer unix.Close(fd)
 	var now unix.Stat_t
-	if unix.Fstat(fd, &now) != nil {
-		return false
+	if unix.Fstat(fd, &now) != nil || dirStampOf(&now, dir) != st {
+		unix.Close(fd)
+		return nil
 	}
-	return dirStampOf(&now, dir) == st
+	return &LocalDir{fd: fd, Real: dir, Uid: now.Uid, Stamp: st}
 }
 
 // OpenDir opens the directory dir leads to (links followed), reads where
