@@ -17,12 +17,19 @@ func TestProtocolDescriptorsClosedByTheCommand(t *testing.T) {
 	sh, _ := newTestShell(t)
 	mustRun(t, sh, "mkdir p && cd p && export P=1")
 	for _, cmd := range []string{"exec 9>&-", "exec 7>&-", "exec 8>&-", "exec 6<&-", "exec 9>/dev/null", "exec 0</dev/null",
-		"exec 0<&-", "exec 1>&- 2>&-", "exec >/dev/null 2>&1", "exec 4>&- 5>&- 3>&-"} {
+		"exec 0<&-", "exec 1>&- 2>&-", "exec >/dev/null 2>&1", "exec 4>&- 5>&- 3>&-", "exec 2>/dev/null", "exec 2>&1",
+		"exec 2>stray; echo lost >&2"} {
 		res := mustRun(t, sh, cmd, ExecOptions{Timeout: time.Minute})
 		if res.TimedOut || res.Duration > 10*time.Second {
 			t.Errorf("%q: hung until %v (timed out %v)", cmd, res.Duration, res.TimedOut)
 		}
 		assertState(t, sh, "/workspace/p", "P", "1")
+		// What the command did to its descriptors was its own: the next
+		// one has stdin, stdout and stderr as every command does.
+		next := mustRun(t, sh, "read x || echo eof; echo out; echo err >&2")
+		if string(next.Stdout) != "eof\nout\n" || string(next.Stderr) != "err\n" {
+			t.Errorf("after %q, the next command got stdout %q stderr %q", cmd, next.Stdout, next.Stderr)
+		}
 	}
 }
 
