@@ -25,13 +25,9 @@ func (m *Manager) policy() workspace.Policy {
 }
 
 // guard refuses a session whose workspace does not resolve to a place it
-// may be, for uses that go by its path (a jail binds it, the audit walks
-// it): see openWorkspace. Three system calls when nothing changed since
-// the last check (workspace.Stamp.Holds).
+// may be: see openWorkspace. Three system calls when nothing changed since
+// the last check (workspace.Stamp.Reopen, then close).
 func (m *Manager) guard(s *Session) error {
-	if s.guardHolds() {
-		return nil
-	}
 	d, err := m.openWorkspace(s)
 	if err != nil {
 		return err
@@ -60,7 +56,7 @@ func (m *Manager) openWorkspace(s *Session) (*workspace.LocalDir, error) {
 	passed := s.guarded
 	s.mu.Unlock()
 	if d := passed.Reopen(s.Workspace); d != nil {
-		return d, nil
+		return d, nil // the directory that passed, at the same place
 	}
 	if s.Mode == ModeBind {
 		d, err := workspace.OpenSource(s.Workspace)
@@ -108,15 +104,6 @@ func (s *Session) passed(st workspace.Stamp) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return st != (workspace.Stamp{}) && st == s.guarded
-}
-
-// guardHolds reports whether s's workspace path still leads to the
-// directory that last passed the checks, unchanged in what they judge.
-func (s *Session) guardHolds() bool {
-	s.mu.Lock()
-	st := s.guarded
-	s.mu.Unlock()
-	return st.Holds(s.Workspace)
 }
 
 // pass records the stamp of a workspace directory that passed the checks.

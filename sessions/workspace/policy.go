@@ -142,26 +142,14 @@ func dirStampOf(st *unix.Stat_t, real string) Stamp {
 	return Stamp{dev: st.Dev, ino: st.Ino, mode: st.Mode, uid: st.Uid, real: real}
 }
 
-// Holds reports whether dir, the path st was taken at, still leads to
-// the directory st was taken of, at the same place, with the same mode
-// and owner (see Reopen). Three system calls, none through /proc, for the
-// check of every use when nothing changed.
-func (st Stamp) Holds(dir string) bool {
-	d := st.Reopen(dir)
-	if d == nil {
-		return false
-	}
-	d.Close()
-	return true
-}
-
 // Reopen opens dir again when it still leads to the directory st was
 // taken of, at the same place, with the same mode and owner: opened
 // without following any link (a link anywhere on the way, such as a parent
 // moved elsewhere with a link left in its place, fails), then one fstat.
 // It returns nil otherwise, and the caller checks the directory in full.
 // What passed once and is the same directory at the same place passes
-// again, without reading where the descriptor leads through /proc.
+// again, in two system calls and none through /proc: the check of every
+// use when nothing changed.
 func (st Stamp) Reopen(dir string) *LocalDir {
 	if st == (Stamp{}) || dir != st.real {
 		return nil
