@@ -56,9 +56,6 @@ type usage struct {
 	// starts.
 	watching bool
 	opened   time.Time
-	// began is when the current command started (monotonic): a long
-	// command is measured by a walk when it ends (walkAfter).
-	began time.Time
 	// near: the session was told it uses most of its quota; cleared when
 	// usage falls back, so the next approach is told again. notice is what
 	// a client should be told and has not been yet (TakeQuotaNotice).
@@ -165,7 +162,6 @@ func (m *Manager) startCommand(s *Session, sh Runner) error {
 	}
 	u.stopped = false
 	u.opened = m.now()
-	u.began = time.Now()
 	if !u.watching {
 		u.watching = true
 		go m.watch(s, sh, u)
@@ -196,7 +192,7 @@ func (m *Manager) afterCommand(s *Session, sh Runner) string {
 		u.limit = q
 	}
 	// Restricted, a walk tells whether rm got it back under the quota.
-	m.measureLocked(s, u, u.limit, u.restricted || walkAfter(u))
+	m.measureLocked(s, u, u.limit, u.restricted || m.walkAfter(u))
 	n := u.bytes
 	if u.stopped { // the watcher's note already says it
 		u.stopped = false
@@ -241,10 +237,10 @@ func (m *Manager) afterCommand(s *Session, sh Runner) string {
 // estimate; the watcher and the periodic walk bound what they can hide.
 const walkMin = time.Millisecond
 
-// walkAfter reports whether the command that just ended ran long enough
-// to be measured by a walk.
-func walkAfter(u *usage) bool {
-	d := time.Since(u.began)
+// walkAfter reports whether the command that just ended (let through at
+// u.opened) ran long enough to be measured by a walk.
+func (m *Manager) walkAfter(u *usage) bool {
+	d := m.now().Sub(u.opened)
 	return d >= walkMin && d >= walkRare*u.walk
 }
 
