@@ -365,14 +365,20 @@ func terminalApprover(in io.Reader, out io.Writer) agent.Approver {
 		if err != nil {
 			return agent.Deny, agent.ErrNoApprover
 		}
-		switch strings.ToLower(strings.TrimSpace(line)) {
-		case "y", "yes":
-			return agent.Approve, nil
-		case "a", "always":
-			return agent.Always, nil
-		}
-		return agent.Deny, nil
+		return approvalAnswer(line), nil
 	}
+}
+
+// approvalAnswer reads an answer to "allow …? [y/n/a(lways)]": anything
+// but yes or always denies.
+func approvalAnswer(line string) agent.Decision {
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return agent.Approve
+	case "a", "always":
+		return agent.Always
+	}
+	return agent.Deny
 }
 
 // readLine reads one line byte by byte, so that nothing after it is

@@ -74,13 +74,7 @@ func runREPL(ctx context.Context, stopSignals func(), sess *chat.Session, env *c
 		case err != nil:
 			return agent.Deny, agent.ErrNoApprover
 		}
-		switch strings.ToLower(strings.TrimSpace(line)) {
-		case "y", "yes":
-			return agent.Approve, nil
-		case "a", "always":
-			return agent.Always, nil
-		}
-		return agent.Deny, nil
+		return approvalAnswer(line), nil
 	}
 	sess.Agent.SetApprover(approve)
 	fmt.Fprintf(out, "warren chat %s in session %s (%s). /help for commands.\n", sess.Chat.ID, sess.Chat.Session, sess.Agent.Policy())
