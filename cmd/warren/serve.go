@@ -200,7 +200,16 @@ func runServeStdio(c *cli.Context) error {
 	if isTerminal(os.Stdin) {
 		stdioHint(os.Stderr, c.String("workspace"))
 	}
-	return svc.server.ServeStdio(ctx, os.Stdin, os.Stdout, user)
+	in, restore := pollableStdin(os.Stdin)
+	defer restore()
+	err = svc.server.ServeStdio(ctx, in, os.Stdout, user)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		// SIGTERM or Ctrl-C: asked to stop, not a failure (exit status 0,
+		// as on EOF, which is what a service manager expects).
+		svc.log.Info().Msg("stopped by a signal")
+		return nil
+	}
+	return err
 }
 
 func runServeHTTP(c *cli.Context) error {
