@@ -19,7 +19,7 @@ import (
 // done, and serve as before meanwhile.
 func TestStdioServerPutsItsStdinBackAsItFoundIt(t *testing.T) {
 	needJail(t)
-	for _, kind := range []string{"pipe", "socket", "pipe, SIGTERM"} {
+	for _, kind := range []string{"pipe", "socket", "pipe, SIGTERM", "non-blocking pipe"} {
 		t.Run(kind, func(t *testing.T) {
 			var ours, theirs *os.File // ours: the server's stdin, kept open here too
 			switch kind {
@@ -35,6 +35,17 @@ func TestStdioServerPutsItsStdinBackAsItFoundIt(t *testing.T) {
 					t.Fatal(err)
 				}
 				ours, theirs = os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "client")
+			case "non-blocking pipe":
+				// Made non-blocking after os.NewFile, so that exec's Fd()
+				// leaves the mode alone: the server starts with it so.
+				var fds [2]int
+				if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+					t.Fatal(err)
+				}
+				ours, theirs = os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "client")
+				if err := unix.SetNonblock(fds[0], true); err != nil {
+					t.Fatal(err)
+				}
 			}
 			defer ours.Close()
 			defer theirs.Close()
@@ -74,7 +85,7 @@ func TestStdioServerPutsItsStdinBackAsItFoundIt(t *testing.T) {
 
 			// The client goes away (EOF on stdin), or the server is told to stop.
 			switch kind {
-			case "pipe":
+			case "pipe", "non-blocking pipe":
 				theirs.Close()
 			case "pipe, SIGTERM":
 				_ = cmd.Process.Signal(unix.SIGTERM)
@@ -92,7 +103,10 @@ func TestStdioServerPutsItsStdinBackAsItFoundIt(t *testing.T) {
 				_ = cmd.Process.Kill()
 				t.Fatal("the server did not exit")
 			}
-			if nonBlocking(t, ours) {
+			switch after := nonBlocking(t, ours); {
+			case kind == "non-blocking pipe" && !after:
+				t.Error("the server left a stdin it was given non-blocking in blocking mode")
+			case kind != "non-blocking pipe" && after:
 				t.Error("the server left its stdin non-blocking: a shell reading the same file next gets EAGAIN")
 			}
 		})
