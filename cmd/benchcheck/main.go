@@ -41,8 +41,8 @@ func targets() map[string]*target {
 		// external command pays, besides the protocol's fixed cost, the
 		// seccomp filter on every system call and the cgroup's accounting
 		// on its fork, which the floor's jail has not: security, not
-		// overhead. A builtin shows the protocol's fixed cost alone (four
-		// redirections and two writes of the shell, about 30 system calls
+		// overhead. A builtin shows the protocol's fixed cost alone (the
+		// shell's redirections, `export -p` and two writes, 24 system calls
 		// through the seccomp filter, the status pipe read by the waiting
 		// goroutine itself) against a round trip of 9-45 µs, whose spread
 		// (where the two processes happen to run) makes this ratio swing:
