@@ -122,9 +122,6 @@ func New(ctx context.Context, cfg Config, history []provider.Message, totals Tot
 	return a, nil
 }
 
-// Offered returns the tools the model sees.
-func (a *Agent) Offered() []provider.Tool { return a.offered }
-
 // Policy returns the chat's policy.
 func (a *Agent) Policy() Policy { return a.cfg.Policy }
 

@@ -140,19 +140,6 @@ func (s *eventStore) PurgeSession(_ context.Context, sessionID string) error {
 	return nil
 }
 
-// kept returns the bytes kept for sessionID ("" for all sessions).
-func (s *eventStore) kept(sessionID string) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sessionID == "" {
-		return s.bytes
-	}
-	if log := s.sessions[sessionID]; log != nil {
-		return log.bytes
-	}
-	return 0
-}
-
 func (s *eventStore) dropOldest(sessionID string, log *eventLog) {
 	ev := log.events[0]
 	log.events[0] = keptEvent{} // let the message go

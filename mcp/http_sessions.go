@@ -33,13 +33,6 @@ func (o *sessionOwners) owns(id, user string) bool {
 	return ok && owner == user
 }
 
-// count returns the number of live MCP sessions.
-func (o *sessionOwners) count() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.owner)
-}
-
 // ResolveSessionIdManager implements server.SessionIdManagerResolver: the
 // manager it returns acts for the request's user. mcp-go calls it with a nil
 // request from its idle sweeper and at shutdown: that one may only end

@@ -49,10 +49,6 @@ type deps struct {
 	srv          *server.MCPServer // for elicitation
 }
 
-// Registry returns every tool of this build, with handlers bound to nothing:
-// for docs and schema snapshots. Calling a handler of it panics.
-func Registry() []Tool { return allTools(&deps{}) }
-
 func allTools(d *deps) []Tool {
 	return plainOutputSchemas([]Tool{
 		shellExec(d), shellWait(d), shellKill(d),

@@ -34,23 +34,14 @@ type aclEntry struct {
 // errNoACL says the file system cannot hold POSIX ACLs.
 var errNoACL = errors.New("the file system does not support POSIX ACLs")
 
-// GrantTree gives uid read and write access to every file and directory
-// under dir through POSIX ACLs, and makes new files inherit that access,
+// grantTree gives uid read and write access to every file and directory
+// under root through POSIX ACLs, and makes new files inherit that access,
 // without changing any owner or mode bit: a root-owned checkout stays
 // root's (git refuses repositories owned by someone else), yet the jail's
 // unprivileged uid can work in it. The tree is walked by descriptors (see
 // tree_linux.go): a symlink, even one a running jail swaps in while the
 // walk runs, is never followed, and only regular files and directories on
-// dir's own mount are changed.
-func GrantTree(dir string, uid int) error {
-	root, err := openTree(dir)
-	if err != nil {
-		return err
-	}
-	defer root.close()
-	return grantTree(root, uint32(uid))
-}
-
+// root's own mount are changed.
 func grantTree(root *treeRoot, uid uint32) error {
 	return root.walk(func(e *treeEntry) error { return grant(e, uid) })
 }

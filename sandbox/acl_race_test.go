@@ -114,8 +114,10 @@ func TestTreeWalksNeverFollowSwappedSymlinks(t *testing.T) {
 		t.Skip("the server hands workspaces to another uid only when it runs as root")
 	}
 	walks := map[string]func(ws string) error{
-		"GrantTree": func(ws string) error { return GrantTree(ws, 65534) },
-		"ChownTree": func(ws string) error { return ChownTree(ws, 65534, 65534) },
+		"grantTree": func(ws string) error { return walkTree(ws, func(r *treeRoot) error { return grantTree(r, 65534) }) },
+		"chownTree": func(ws string) error {
+			return walkTree(ws, func(r *treeRoot) error { return chownTree(r, 65534, 65534) })
+		},
 	}
 	for name, walk := range walks {
 		t.Run(name, func(t *testing.T) {
@@ -194,7 +196,7 @@ func TestGrantTreeTouchesOnlyFilesAndDirectoriesOfItsMount(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
 	os.WriteFile(filepath.Join(mnt, "theirs"), nil, 0o600)
-	if err := GrantTree(ws, 65534); err != nil {
+	if err := walkTree(ws, func(r *treeRoot) error { return grantTree(r, 65534) }); err != nil {
 		t.Fatal(err)
 	}
 	hasACL := func(p string) bool {
@@ -209,4 +211,15 @@ func TestGrantTreeTouchesOnlyFilesAndDirectoriesOfItsMount(t *testing.T) {
 			t.Errorf("%s was granted", p)
 		}
 	}
+}
+
+// walkTree opens dir as the server opens a workspace or a home and runs one
+// of the tree walks on it.
+func walkTree(dir string, walk func(*treeRoot) error) error {
+	root, err := openTree(dir)
+	if err != nil {
+		return err
+	}
+	defer root.close()
+	return walk(root)
 }

@@ -118,19 +118,10 @@ func systemDir(dir string) bool {
 	return false
 }
 
-// ChownTree gives uid:gid every regular file and directory under dir. It
-// walks by descriptors like GrantTree, never following a symlink. The
+// chownTree gives uid:gid every regular file and directory under root. It
+// walks by descriptors like grantTree, never following a symlink. The
 // server uses it, as root, to hand a home (or a workspace on a file system
 // without ACLs) to the unprivileged uid a jail runs as.
-func ChownTree(dir string, uid, gid int) error {
-	root, err := openTree(dir)
-	if err != nil {
-		return err
-	}
-	defer root.close()
-	return chownTree(root, uint32(uid), uint32(gid))
-}
-
 func chownTree(root *treeRoot, uid, gid uint32) error {
 	return root.walk(func(e *treeEntry) error {
 		// AT_EMPTY_PATH changes the opened inode itself, O_PATH or not.

@@ -96,8 +96,6 @@ func (a *Audit) Exclude(patterns []string) {
 	}
 }
 
-func (a *Audit) path() string { return a.dir }
-
 var signature = object.Signature{Name: "warren", Email: "warren@localhost"}
 
 // SetBase records dir as the base every diff compares against. origin says

@@ -211,7 +211,7 @@ func TestSnapshotsFormAHistory(t *testing.T) {
 		t.Fatalf("snapshots %+v", snaps)
 	}
 	// Reopening finds the same history: it lives on disk.
-	b, err := OpenAudit(a.path())
+	b, err := OpenAudit(a.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
