@@ -57,7 +57,7 @@ func (c Config) Options() Options {
 
 // Options configure a Meter. The zero value is usable.
 type Options struct {
-	// Prices is the price table; nil or empty means DefaultPrices().
+	// Prices is the price table; nil or empty means the built-in one (Config.PriceTable).
 	Prices map[string]Price
 	// Retention is how long records are kept: 0 means DefaultRetention, negative keeps forever.
 	Retention time.Duration

@@ -1,6 +1,7 @@
 package metering
 
 import (
+	"maps"
 	"math"
 	"strings"
 )
@@ -47,14 +48,19 @@ var defaultPrices = map[string]Price{
 	"gemini-2.5-flash-lite": {Input: 0.10, Output: 0.40, Cached: 0.025},
 }
 
-// DefaultPrices returns a copy of the built-in price table, keyed by model name. Callers can
-// change the copy and pass it as Options.Prices.
-func DefaultPrices() map[string]Price {
-	out := make(map[string]Price, len(defaultPrices))
-	for k, v := range defaultPrices {
-		out[k] = v
+// PriceTable returns a copy of the prices c puts in effect, keyed by model name: its own table
+// when it has one, else the built-in one (builtIn true).
+func (c Config) PriceTable() (prices map[string]Price, builtIn bool) {
+	if len(c.Prices) > 0 {
+		return maps.Clone(c.Prices), false
 	}
-	return out
+	return maps.Clone(defaultPrices), true
+}
+
+// MatchPrice returns the entry of prices that prices model, as a Meter matches it (see
+// lookup): its key, normalized, and its price; ok is false when the model is unpriced.
+func MatchPrice(prices map[string]Price, model string) (key string, p Price, ok bool) {
+	return newPriceTable(prices).match(model)
 }
 
 // priceTable resolves model names to prices. Keys are normalized once so that lookups are cheap.
@@ -82,12 +88,18 @@ func normalizeModel(model string) string {
 // of the name ending at a '-' boundary, so that dated snapshots ("gpt-4o-2024-08-06",
 // "claude-sonnet-4-20250514") price like their family while "gpt-4o" never matches a "gpt-4" key.
 func (t priceTable) lookup(model string) (Price, bool) {
+	_, p, ok := t.match(model)
+	return p, ok
+}
+
+// match is lookup that also says which key matched.
+func (t priceTable) match(model string) (key string, p Price, ok bool) {
 	m := normalizeModel(model)
 	if m == "" {
-		return Price{}, false
+		return "", Price{}, false
 	}
 	if p, ok := t[m]; ok {
-		return p, true
+		return m, p, true
 	}
 	best, found := "", false
 	for k := range t {
@@ -96,9 +108,9 @@ func (t priceTable) lookup(model string) (Price, bool) {
 		}
 	}
 	if !found {
-		return Price{}, false
+		return "", Price{}, false
 	}
-	return t[best], true
+	return best, t[best], true
 }
 
 // cost returns the cost in micro-dollars, rounded once per record. Reports sum these stored

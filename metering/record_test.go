@@ -71,6 +71,15 @@ func TestRecordPricesAndValidates(t *testing.T) {
 			if got.CostMicros != tt.wantCost || got.UnpricedRecords != tt.unpriced {
 				t.Fatalf("cost %d unpriced %d, want %d and %d", got.CostMicros, got.UnpricedRecords, tt.wantCost, tt.unpriced)
 			}
+			// What 'warren usage prices --model' answers is what was charged.
+			table, _ := Config{}.PriceTable()
+			key, p, ok := MatchPrice(table, tt.rec.Model)
+			if ok != (tt.unpriced == 0) {
+				t.Fatalf("MatchPrice(%q) priced %v (as %q), the meter unpriced %d", tt.rec.Model, ok, key, tt.unpriced)
+			}
+			if c := p.cost(tt.rec.InputTokens, tt.rec.OutputTokens, tt.rec.CachedTokens); ok && c != tt.wantCost {
+				t.Fatalf("MatchPrice(%q) = %q %+v, which costs %d, the meter charged %d", tt.rec.Model, key, p, c, tt.wantCost)
+			}
 		})
 	}
 
@@ -104,6 +113,27 @@ func TestRecordToolOutputEstimatesTokens(t *testing.T) {
 	if kind != KindToolOutput || tool != "shell_exec" || client != "claude-desktop" || bytes != 1001 ||
 		tokens != 251 || cost != 0 || unpriced != 0 || ts != t0.UnixMilli() {
 		t.Fatalf("got %s %s %s %d %d %d %d %d", kind, tool, client, bytes, tokens, cost, unpriced, ts)
+	}
+}
+
+// A configured table replaces the built-in one whole, and PriceTable hands
+// out copies: a caller editing one changes nothing else.
+func TestPriceTableIsTheConfiguredOneOrTheBuiltIn(t *testing.T) {
+	builtIn, isBuiltIn := Config{}.PriceTable()
+	if !isBuiltIn || builtIn["gpt-4o"] != (Price{Input: 2.50, Output: 10, Cached: 1.25}) || len(builtIn) != len(defaultPrices) {
+		t.Fatalf("built-in table: %v entries, builtIn %v, gpt-4o %+v", len(builtIn), isBuiltIn, builtIn["gpt-4o"])
+	}
+	builtIn["gpt-4o"] = Price{}
+	if again, _ := (Config{}).PriceTable(); again["gpt-4o"].Input != 2.50 {
+		t.Fatal("editing the returned table changed the built-in one")
+	}
+	own := Config{Prices: map[string]Price{"my-llm": {Input: 0, Output: 0.01}}}
+	got, isBuiltIn := own.PriceTable()
+	if isBuiltIn || len(got) != 1 || got["my-llm"].Output != 0.01 {
+		t.Fatalf("configured table: %v (builtIn %v)", got, isBuiltIn)
+	}
+	if _, _, ok := MatchPrice(got, "gpt-4o"); ok {
+		t.Fatal("gpt-4o is priced although the configured table replaces the built-in one")
 	}
 }
 

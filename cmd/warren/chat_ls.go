@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -82,9 +81,7 @@ func runChatExport(c *cli.Context) error {
 		return err
 	}
 	if format == "json" {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"chat": ch, "messages": msgs, "events": events})
+		return writeJSON(c.App.Writer, map[string]any{"chat": ch, "messages": msgs, "events": events})
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "# %s\n\nchat %s · session %s · model %s · %d turns · %d tokens · $%.4f\n\n", ch.Title, ch.ID, ch.Session, ch.Model,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -175,12 +174,10 @@ func runSessionList(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
 		if list == nil {
 			list = []sessions.Info{}
 		}
-		return enc.Encode(list)
+		return writeJSON(c.App.Writer, list)
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tMODE\tNAME\tSOURCE\tCWD\tNETWORK\tCREATED")
@@ -236,12 +233,10 @@ func runSessionNetLog(c *cli.Context) error {
 			return notFound(err, e.user, id)
 		}
 		if c.Bool("json") {
-			enc := json.NewEncoder(c.App.Writer)
-			enc.SetIndent("", "  ")
 			if list == nil {
 				list = []netproxy.Decision{}
 			}
-			return enc.Encode(list)
+			return writeJSON(c.App.Writer, list)
 		}
 		if len(list) == 0 {
 			fmt.Fprintln(c.App.Writer, "no network activity recorded for", id)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -127,8 +126,6 @@ func runTaskList(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %v\n", err)
 	}
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
 		// The task_list tool's structured output, field for field.
 		views := make([]tasks.View, len(list))
 		for i, t := range list {
@@ -142,7 +139,7 @@ func runTaskList(c *cli.Context) error {
 		if err != nil {
 			out.Warning = err.Error()
 		}
-		return enc.Encode(out)
+		return writeJSON(c.App.Writer, out)
 	}
 	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTATUS\tOWNER\tCLAIMED BY\tTITLE")

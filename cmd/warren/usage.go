@@ -2,7 +2,6 @@ package main
 
 import (
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +38,10 @@ func usageCommand() *cli.Command {
 				Flags: append(report("csv"), &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to this file (default stdout)"})},
 			{Name: "alerts", Usage: "list the usage thresholds that fired", Action: runUsageAlerts,
 				Flags: append(who(), &cli.BoolFlag{Name: "json", Usage: "print JSON"})},
+			{Name: "prices", Usage: "print the model prices in effect (built-in, or the config's metering.prices), or which one prices --model",
+				Action: runUsagePrices, Flags: []cli.Flag{dataDirFlag(), configFlag(),
+					&cli.StringFlag{Name: "model", Usage: "say which price a model's records get, as the server matches its name"},
+					&cli.BoolFlag{Name: "json", Usage: `print JSON: {"prices": {...}}, the shape of metering.prices in the config`}}},
 		},
 	}
 }
@@ -158,9 +161,7 @@ func runUsageAlerts(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(append([]metering.Alert{}, alerts...))
+		return writeJSON(c.App.Writer, append([]metering.Alert{}, alerts...))
 	}
 	if len(alerts) == 0 {
 		fmt.Fprintln(c.App.ErrWriter, "no usage threshold has fired")
