@@ -26,7 +26,7 @@ const (
 	maxSessions = 1000
 )
 
-// Tokens checks bearer tokens (mcp.TokenStore).
+// Tokens checks bearer tokens (tokens.Store in mcp/tokens).
 type Tokens interface {
 	Authenticate(ctx context.Context, token string) (user string, err error)
 }
