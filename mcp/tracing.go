@@ -112,7 +112,7 @@ func (headerPropagator) Inject(ctx context.Context, h http.Header) {
 }
 
 func (headerPropagator) Extract(ctx context.Context, h http.Header) context.Context {
-	if h == nil || trace.SpanContextFromContext(ctx).IsValid() {
+	if len(h) == 0 || trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx // _meta, read first, named the parent: it is the more specific
 	}
 	return w3c.Extract(ctx, propagation.HeaderCarrier(h))

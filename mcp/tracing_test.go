@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/warrenhq/warren/sessions"
 )
@@ -133,4 +135,25 @@ func names(byName map[string]tracetest.SpanStub) []string {
 		out = append(out, n)
 	}
 	return out
+}
+
+// A request without trace headers (every stdio request: mcp-go hands the
+// span an empty header map) costs the request span no work looking for
+// them: W3C extraction canonicalizes the header names it looks up, an
+// allocation and a parse on every call for nothing. A traceparent header
+// that is there is still read.
+func TestEmptyHeadersAreNotSearchedForATraceContext(t *testing.T) {
+	ctx, empty := context.Background(), http.Header{}
+	allocs := testing.AllocsPerRun(100, func() {
+		_ = headerPropagator{}.Extract(ctx, empty)
+	})
+	if allocs != 0 {
+		t.Fatalf("extracting from empty headers allocates %.0f times per request", allocs)
+	}
+	h := http.Header{}
+	w3cParent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	h.Set("traceparent", w3cParent)
+	if sc := trace.SpanContextFromContext(headerPropagator{}.Extract(ctx, h)); sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("a traceparent header was not read: %v", sc)
+	}
 }
