@@ -106,10 +106,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Meter, error) {
 		onAlert:    opts.OnAlert,
 		onPurge:    opts.OnPurge,
 	}
-	prices := opts.Prices
-	if len(prices) == 0 {
-		prices = defaultPrices
-	}
+	prices, _ := inEffect(opts.Prices)
 	m.prices = newPriceTable(prices)
 	if m.retention == 0 {
 		m.retention = DefaultRetention

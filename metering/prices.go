@@ -51,10 +51,17 @@ var defaultPrices = map[string]Price{
 // PriceTable returns a copy of the prices c puts in effect, keyed by model name: its own table
 // when it has one, else the built-in one (builtIn true).
 func (c Config) PriceTable() (prices map[string]Price, builtIn bool) {
-	if len(c.Prices) > 0 {
-		return maps.Clone(c.Prices), false
+	prices, builtIn = inEffect(c.Prices)
+	return maps.Clone(prices), builtIn
+}
+
+// inEffect is the table a meter given prices uses: prices, or the built-in
+// table when prices is empty.
+func inEffect(prices map[string]Price) (map[string]Price, bool) {
+	if len(prices) > 0 {
+		return prices, false
 	}
-	return maps.Clone(defaultPrices), true
+	return defaultPrices, true
 }
 
 // MatchPrice returns the entry of prices that prices model, as a Meter matches it (see
