@@ -4,18 +4,24 @@
 // to the server only through MCP at /mcp. This package adds what MCP
 // cannot do: the pages themselves and the login, Jupyter-style: a one-time
 // code in the fragment of a printed link (the fragment never reaches a
-// server log) is traded once for an HttpOnly, SameSite=Strict session
-// cookie, which /mcp accepts only from the console's own origin.
+// server log), or a pasted token, is traded for a console session: an
+// HttpOnly, SameSite=Strict cookie and, in the answer's body, a console key
+// that the page keeps in its origin's storage and sends in a header
+// (KeyHeader). /mcp accepts the cookie only with its key and only from the
+// console's own origin: the cookie reaches every port of the host, the key
+// no other origin.
 package web
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -136,51 +142,89 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if !c.accept(w, r, "sign in", "no sign-in is needed") {
 		return
 	}
+	err := c.logins.attempt(clientAddr(r))
+	if err != nil {
+		c.refuse(w, r, err, false)
+		return
+	}
 	var req loginRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, maxLoginBody)).Decode(&req); err != nil {
 		jsonError(w, http.StatusBadRequest, "send JSON {\"code\": ...} or {\"token\": ...}")
 		return
 	}
-	var id string
-	var err error
+	var id, key string
 	switch {
 	case req.Code != "":
-		id, err = c.logins.trade(req.Code)
+		id, key, err = c.logins.trade(req.Code)
 	case strings.TrimSpace(req.Token) != "":
-		id, err = c.logins.tokenLogin(r.Context(), strings.TrimSpace(req.Token))
+		id, key, err = c.logins.tokenLogin(r.Context(), strings.TrimSpace(req.Token))
 	default:
 		err = fmt.Errorf("paste a token, or open the console link the server printed")
 	}
 	if err != nil {
-		c.opts.Log.Info().Str("remote", r.RemoteAddr).Bool("with_code", req.Code != "").Msg("console sign-in refused")
-		jsonError(w, http.StatusUnauthorized, err.Error())
+		c.refuse(w, r, err, req.Code != "")
 		return
 	}
 	setCookie(w, r, id)
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusNoContent)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(loginAnswer{Key: key})
+}
+
+// loginAnswer is the body of a successful sign-in: the console key, which
+// the page keeps in its origin's storage and sends as KeyHeader. It is
+// never put in a URL or a cookie, and no request gets it but a sign-in
+// with a code or a token.
+type loginAnswer struct {
+	Key string `json:"key"`
+}
+
+// refuse answers a refused sign-in: 429 with Retry-After over a limit, 503
+// when the console is full, 401 otherwise. Refusals by the limit are not
+// logged one by one (a flood would fill the log); the others are, and the
+// limit bounds how often.
+func (c *Console) refuse(w http.ResponseWriter, r *http.Request, err error, withCode bool) {
+	var many *tooMany
+	if errors.As(err, &many) {
+		w.Header().Set("Retry-After", strconv.Itoa(many.seconds()))
+		jsonError(w, http.StatusTooManyRequests, err.Error())
+		return
+	}
+	status := http.StatusUnauthorized
+	if errors.Is(err, errFull) {
+		status = http.StatusServiceUnavailable
+	}
+	c.opts.Log.Info().Str("remote", r.RemoteAddr).Bool("with_code", withCode).Int("status", status).Msg("console sign-in refused")
+	jsonError(w, status, err.Error())
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if !c.accept(w, r, "sign out", "there is no session to end") {
 		return
 	}
-	if ck, err := r.Cookie(CookieName); err == nil {
-		c.logins.end(ck.Value)
-	}
 	clearCookie(w, r)
+	if ck, err := r.Cookie(CookieName); err == nil {
+		if err := c.logins.end(ck.Value, r.Header.Get(KeyHeader)); err != nil {
+			jsonError(w, http.StatusUnauthorized, err.Error())
+			return
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // MCP wraps the MCP endpoint: a request with a bearer token (agents) goes
-// to bearer as before; one with the console's cookie and no token goes to
-// open with the session's user, but only when it comes from the console's
-// own origin: another page on the same machine (a "same site" under the
-// cookie rules, whatever its port) cannot ride on the cookie.
+// to bearer as before; one with the console's cookie or key and no token
+// goes to open with the session's user, but only when it carries both the
+// cookie and its session's key, and comes from the console's own origin.
+// Another page on the same machine (a "same site" under the cookie rules,
+// whatever its port) receives the cookie but never the key, and a service
+// that replays the cookie from its own server with a forged Origin gets
+// 401.
 func (c *Console) MCP(bearer, open http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ck, err := r.Cookie(CookieName)
-		if c.opts.Tokens == nil || r.Header.Get("Authorization") != "" || err != nil {
+		key := r.Header.Get(KeyHeader)
+		if c.opts.Tokens == nil || r.Header.Get("Authorization") != "" || (err != nil && key == "") {
 			bearer.ServeHTTP(w, r)
 			return
 		}
@@ -196,7 +240,16 @@ func (c *Console) MCP(bearer, open http.Handler) http.Handler {
 				http.StatusForbidden)
 			return
 		}
-		user, err := c.logins.user(r.Context(), ck.Value)
+		if ck == nil { // the key without its cookie: the browser dropped it
+			w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
+			http.Error(w, ErrLoggedOut.Error(), http.StatusUnauthorized)
+			return
+		}
+		user, firstWrong, err := c.logins.user(r.Context(), ck.Value, key)
+		if firstWrong {
+			c.opts.Log.Warn().Str("remote", r.RemoteAddr).Bool("with_key", key != "").
+				Msg("refused a request with a console session's cookie but not its key: another local service may have received the cookie")
+		}
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
 			http.Error(w, err.Error(), http.StatusUnauthorized)

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	_ "github.com/ncruces/go-sqlite3/driver"
 	"github.com/rs/zerolog"
@@ -26,6 +29,26 @@ type site struct {
 	console *Console
 	tokens  *tokens.Store
 	logs    *bytes.Buffer
+	clock   *clock
+}
+
+// clock is the console's clock in tests: real time until a test moves it
+// on, so that waiting out a limit takes no time.
+type clock struct {
+	mu   sync.Mutex
+	skew time.Duration
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.skew)
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.skew += d
+	c.mu.Unlock()
 }
 
 func newSite(t *testing.T) *site {
@@ -45,19 +68,31 @@ func newSite(t *testing.T) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clk := &clock{}
+	console.logins.now = clk.now
 	srv, err := mcp.New(mcp.Options{Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.HTTPHandler(mcp.HTTPOptions{Tokens: store, Console: console}))
 	t.Cleanup(ts.Close)
-	return &site{t: t, url: ts.URL, console: console, tokens: store, logs: logs}
+	return &site{t: t, url: ts.URL, console: console, tokens: store, logs: logs, clock: clk}
 }
 
 // post sends body to path with the given Origin, cookie and bearer token
 // ("" for none) and returns the status, the body and the session cookie it
 // set, if any.
 func (s *site) post(path, origin, cookie, bearer, body string) (int, string, *http.Cookie) {
+	s.t.Helper()
+	return s.postKey(path, origin, cookie, "", bearer, body)
+}
+
+// keyHeader is the header the console's page sends its key in: part of
+// the wire protocol between web/src/mcp.ts and the server.
+const keyHeader = "Warren-Console-Key"
+
+// postKey is post with the console key header as well.
+func (s *site) postKey(path, origin, cookie, key, bearer, body string) (int, string, *http.Cookie) {
 	s.t.Helper()
 	req, _ := http.NewRequest("POST", s.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -67,6 +102,9 @@ func (s *site) post(path, origin, cookie, bearer, body string) (int, string, *ht
 	}
 	if cookie != "" {
 		req.AddCookie(&http.Cookie{Name: CookieName, Value: cookie})
+	}
+	if key != "" {
+		req.Header.Set(keyHeader, key)
 	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
@@ -89,8 +127,10 @@ func (s *site) post(path, origin, cookie, bearer, body string) (int, string, *ht
 const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"console","version":"1"}}}`
 
 // The printed link's code signs a browser in once, with a cookie scripts
-// cannot read and other sites cannot send; /mcp takes the cookie only from
-// the console's own origin; signing out ends the session on the server.
+// cannot read and other sites cannot send, and a console key in the body
+// of the answer (never in a cookie); /mcp takes the cookie only with its
+// key and only from the console's own origin; signing out ends the session
+// on the server.
 func TestCodeLoginCookieAndLogout(t *testing.T) {
 	s := newSite(t)
 	link := s.console.LoginURL(s.url, "alice")
@@ -103,12 +143,17 @@ func TestCodeLoginCookieAndLogout(t *testing.T) {
 	if status, _, _ := s.post(LoginPath, "http://localhost:1", "", "", `{"code":"`+code+`"}`); status != http.StatusForbidden {
 		t.Fatalf("sign-in from another origin: %d", status)
 	}
-	status, _, ck := s.post(LoginPath, own, "", "", `{"code":"`+code+`"}`)
-	if status != http.StatusNoContent || ck == nil {
-		t.Fatalf("sign-in with the code: %d, cookie %v", status, ck)
+	status, answer, ck := s.post(LoginPath, own, "", "", `{"code":"`+code+`"}`)
+	var signedIn struct{ Key string }
+	if err := json.Unmarshal([]byte(answer), &signedIn); status != http.StatusOK || ck == nil || err != nil || len(signedIn.Key) < 40 {
+		t.Fatalf("sign-in with the code: %d %s, cookie %v", status, answer, ck)
 	}
+	key := signedIn.Key
 	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" {
 		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/", ck)
+	}
+	if ck.Value == key || strings.Contains(ck.String(), key) {
+		t.Fatal("the console key is in the cookie")
 	}
 	// Once only (even though the foreign attempt above failed, the code
 	// was not spent by it: it was refused before being looked at).
@@ -116,11 +161,11 @@ func TestCodeLoginCookieAndLogout(t *testing.T) {
 		t.Fatalf("second use of the code: %d %s", status, body)
 	}
 
-	if status, body, _ := s.post("/mcp", own, ck.Value, "", initialize); status != http.StatusOK || !strings.Contains(body, `"serverInfo"`) {
-		t.Fatalf("/mcp with the cookie from the console's origin: %d %s", status, body)
+	if status, body, _ := s.postKey("/mcp", own, ck.Value, key, "", initialize); status != http.StatusOK || !strings.Contains(body, `"serverInfo"`) {
+		t.Fatalf("/mcp with the cookie and key from the console's origin: %d %s", status, body)
 	}
 	for _, origin := range []string{"", "http://localhost:1", "http://evil.example"} {
-		if status, _, _ := s.post("/mcp", origin, ck.Value, "", initialize); status != http.StatusForbidden {
+		if status, _, _ := s.postKey("/mcp", origin, ck.Value, key, "", initialize); status != http.StatusForbidden {
 			t.Fatalf("/mcp with the cookie from origin %q: %d, want 403", origin, status)
 		}
 	}
@@ -133,13 +178,13 @@ func TestCodeLoginCookieAndLogout(t *testing.T) {
 		t.Fatalf("/mcp with a bearer token: %d", status)
 	}
 
-	if status, _, cleared := s.post(LogoutPath, own, ck.Value, "", ""); status != http.StatusNoContent || cleared == nil || cleared.MaxAge >= 0 {
+	if status, _, cleared := s.postKey(LogoutPath, own, ck.Value, key, "", ""); status != http.StatusNoContent || cleared == nil || cleared.MaxAge >= 0 {
 		t.Fatalf("sign-out: %d, cookie %+v", status, cleared)
 	}
-	if status, body, _ := s.post("/mcp", own, ck.Value, "", initialize); status != http.StatusUnauthorized || !strings.Contains(body, "sign in again") {
-		t.Fatalf("/mcp with the cookie after sign-out: %d %s", status, body)
+	if status, body, _ := s.postKey("/mcp", own, ck.Value, key, "", initialize); status != http.StatusUnauthorized || !strings.Contains(body, "sign in again") {
+		t.Fatalf("/mcp with the cookie and key after sign-out: %d %s", status, body)
 	}
-	if strings.Contains(s.logs.String(), code) || strings.Contains(s.logs.String(), ck.Value) {
+	if strings.Contains(s.logs.String(), code) || strings.Contains(s.logs.String(), ck.Value) || strings.Contains(s.logs.String(), key) {
 		t.Fatalf("a login secret is in the logs: %s", s.logs.String())
 	}
 }
@@ -154,18 +199,15 @@ func TestTokenLoginEndsWhenTheTokenIsRevoked(t *testing.T) {
 	if status, body, _ := s.post(LoginPath, s.url, "", "", `{"token":"wrn_nope"}`); status != http.StatusUnauthorized || strings.Contains(body, "wrn_nope") {
 		t.Fatalf("a bad token: %d %s", status, body)
 	}
-	status, _, ck := s.post(LoginPath, s.url, "", "", `{"token":" `+tok+` "}`)
-	if status != http.StatusNoContent || ck == nil {
-		t.Fatalf("sign-in with a token: %d", status)
-	}
-	if status, _, _ := s.post("/mcp", s.url, ck.Value, "", initialize); status != http.StatusOK {
-		t.Fatalf("/mcp after a token sign-in: %d", status)
+	cookie, key := s.signIn(`{"token":" ` + tok + ` "}`)
+	if ok, body := s.works(cookie, key); !ok {
+		t.Fatalf("/mcp after a token sign-in: %s", body)
 	}
 	if err := s.tokens.Revoke(context.Background(), info.ID); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // every later request says why, not only the first
-		if status, body, _ := s.post("/mcp", s.url, ck.Value, "", initialize); status != http.StatusUnauthorized || !strings.Contains(body, "revoked") {
+		if status, body, _ := s.postKey("/mcp", s.url, cookie, key, "", initialize); status != http.StatusUnauthorized || !strings.Contains(body, "revoked") {
 			t.Fatalf("/mcp after the token was revoked: %d %s", status, body)
 		}
 	}

@@ -1,8 +1,13 @@
 // The console's only way to the server: MCP over streamable HTTP at /mcp,
-// with the official TypeScript SDK. The browser sends the session cookie
-// (HttpOnly: no script here ever sees a token). This module keeps one
-// connection, reports its state (online, reconnecting, signed out), and
-// reconnects by itself when the server comes back.
+// with the official TypeScript SDK. A console session is two secrets: the
+// session cookie (HttpOnly: no script here ever sees it or a token), which
+// the browser also sends to every other port of this host, and the console
+// key from the sign-in answer, which this module keeps in the origin's
+// localStorage (no other origin, not even another port, can read it) and
+// sends as a header with every request. The server takes neither alone.
+// This module keeps one connection, reports its state (online,
+// reconnecting, signed out), and reconnects by itself when the server
+// comes back.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -36,6 +41,41 @@ export interface Elicitation {
 }
 export type ElicitAnswer = { action: "accept"; content?: Record<string, unknown> } | { action: "decline" | "cancel" };
 type ElicitHandler = (e: Elicitation) => Promise<ElicitAnswer>;
+
+// The console key: sent in this header, kept under this name in
+// localStorage, so that a reload and the console's other tabs in this
+// browser share the sign-in (as they share its cookie). It never goes into
+// a URL or a cookie.
+const KEY_HEADER = "Warren-Console-Key";
+const KEY_STORE = "warren-console-key";
+let keyInMemory = ""; // when storage is unavailable (a locked-down browser)
+
+function consoleKey(): string {
+  try {
+    return localStorage.getItem(KEY_STORE) ?? keyInMemory;
+  } catch {
+    return keyInMemory;
+  }
+}
+
+function storeKey(key: string): void {
+  keyInMemory = key;
+  try {
+    if (key) localStorage.setItem(KEY_STORE, key);
+    else localStorage.removeItem(KEY_STORE);
+  } catch {
+    // keyInMemory holds it for this page.
+  }
+}
+
+// keyed is fetch with the console key, read at each request: a sign-in in
+// another tab replaces the cookie and the key together.
+function keyed(url: string | URL, init?: RequestInit): Promise<Response> {
+  const headers = new Headers(init?.headers);
+  const key = consoleKey();
+  if (key) headers.set(KEY_HEADER, key);
+  return fetch(url, { ...init, headers, credentials: "same-origin" });
+}
 
 const noValidation = { getValidator: () => (data: unknown) => ({ valid: true, data, errorMessage: undefined }) };
 
@@ -79,6 +119,7 @@ class Connection {
       });
       const transport = new StreamableHTTPClientTransport(new URL("/mcp", location.origin), {
         requestInit: { credentials: "same-origin" },
+        fetch: keyed,
       });
       try {
         await client.connect(transport);
@@ -182,7 +223,8 @@ class Connection {
 
 export const mcp = new Connection();
 
-// signIn trades a login code or a pasted token for the session cookie.
+// signIn trades a login code or a pasted token for the session cookie and
+// the console key.
 export async function signIn(body: { code?: string; token?: string }): Promise<void> {
   let resp: Response;
   try {
@@ -195,18 +237,22 @@ export async function signIn(body: { code?: string; token?: string }): Promise<v
   } catch {
     throw new Offline("the server cannot be reached");
   }
+  const j = await resp.json().catch(() => ({}));
   if (!resp.ok) {
-    const j = await resp.json().catch(() => ({}));
     throw new Error(j.error || `sign-in failed (${resp.status})`);
   }
+  if (typeof j.key !== "string" || !j.key) throw new Error("the server's sign-in answer has no console key: reload the page");
+  storeKey(j.key);
   mcp.reset();
 }
 
-// signOut ends the console session on the server. It returns false when
-// the server runs without authentication (there is nothing to end).
+// signOut ends the console session on the server, which ends its key
+// there too. It returns false when the server runs without authentication
+// (there is nothing to end).
 export async function signOut(): Promise<boolean> {
-  const resp = await fetch("/console/logout", { method: "POST", credentials: "same-origin" }).catch(() => null);
+  const resp = await keyed("/console/logout", { method: "POST" }).catch(() => null);
   if (resp?.status === 409) return false;
+  storeKey("");
   mcp.reset();
   return true;
 }
