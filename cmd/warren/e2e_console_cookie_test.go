@@ -110,6 +110,17 @@ func TestConsoleCookieReplayedFromAnotherPortRunsNothing(t *testing.T) {
 	b.run("reload", chromedp.Reload())
 	b.waitJS("the sessions list after a reload", `document.body.dataset.sessionsLoaded !== undefined`)
 
+	// A second tab of the same browser shares the sign-in.
+	tab, closeTab := chromedp.NewContext(b.ctx)
+	tabCtx, tabDone := context.WithTimeout(tab, 45*time.Second)
+	var loaded bool
+	if err := chromedp.Run(tabCtx, chromedp.Navigate(srv.base+"/"),
+		chromedp.Poll(`document.body.dataset.sessionsLoaded !== undefined`, &loaded, chromedp.WithPollingInterval(25*time.Millisecond))); err != nil {
+		t.Fatalf("the console in a second tab: %v", err)
+	}
+	tabDone()
+	closeTab()
+
 	// What made the difference is the key, which the other port never saw:
 	// with the key as well (as if it had leaked) the same replay gets in.
 	var key string
