@@ -40,7 +40,9 @@ func TestConsoleActivityShowsAnotherClientLive(t *testing.T) {
 	numbers(t, "session_watch latency, a go-sdk client's shell_exec to its call in the page: %d ms",
 		time.UnixMilli(int64(renderedAt)).Sub(start).Milliseconds())
 	<-done
-	b.waitJS("the outcome", `[...document.querySelectorAll(".feed li[data-tool=shell_exec] .outcome.ok")].some((e) => e.textContent.startsWith("exit 0"))`)
+	// The outcome of this call (the earlier call's is there already).
+	b.waitJS("the outcome", `document.querySelector(".feed li:last-child .summary").textContent.includes("from-the-agent") &&
+		document.querySelector(".feed li:last-child .outcome.ok")?.textContent.startsWith("exit 0")`)
 	if out := b.text(".feed li:last-child .out"); !strings.Contains(out, "agent-finished") {
 		t.Fatalf("the last call's output: %q", out)
 	}
