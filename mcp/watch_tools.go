@@ -164,10 +164,10 @@ func renderWatch(o SessionWatchOutput) string {
 		switch e.Kind {
 		case events.KindCall:
 			client := e.Client
-		if e.Console {
-			client += ", the web console"
-		}
-		fmt.Fprintf(&b, "[%d] %s %s (%s): %s\n", e.Seq, e.At, e.Tool, client, e.Summary)
+			if e.Console {
+				client += ", the web console"
+			}
+			fmt.Fprintf(&b, "[%d] %s %s (%s): %s\n", e.Seq, e.At, e.Tool, client, e.Summary)
 		case events.KindResult:
 			fmt.Fprintf(&b, "[%d] %s → %s\n", e.Seq, e.Tool, e.Summary)
 		default:
