@@ -68,6 +68,11 @@ type consolePage struct {
 	name   string // also the screenshot's name
 	path   string // after the origin
 	loaded string // a JavaScript condition
+	// then, optionally: what a person does on it (JavaScript) and the
+	// condition that says it is done.
+	do, done string
+	// undo, optionally, puts the page back afterwards (JavaScript).
+	undo string
 }
 
 // TestConsoleAxeAndPhoneWidth: on every page, in light and dark, at a
@@ -117,12 +122,21 @@ func TestConsoleAxeAndPhoneWidth(t *testing.T) {
 
 	s := "/#/s/" + session
 	for _, p := range []consolePage{
-		{name: "activity", path: s + "/activity", loaded: `document.querySelectorAll(".feed li").length > 0`},
-		{name: "sessions", path: "/#/", loaded: `!!document.querySelector("tr[data-session]")`},
 		{name: "shell", path: s + "/shell", loaded: `!!document.querySelector("#shell-input")`},
-		{name: "files", path: s + "/files", loaded: `!!document.querySelector('button[data-path="README.md"]')`},
+		// (Not first: the empty list is on screen, and opening "/#/" again keeps it.)
+		{name: "sessions", path: "/#/", loaded: `!!document.querySelector("tr[data-session]")`},
+		{name: "delete-dialog", loaded: `!!document.querySelector("tr[data-session]")`,
+			do: `document.querySelector('button[aria-label^="delete session"]').click()`, done: `!!document.querySelector("dialog[open]")`,
+			undo: `[...document.querySelectorAll("dialog[open] button")].find((b) => b.textContent === "Cancel").click()`},
+		{name: "files", path: s + "/files", loaded: `!!document.querySelector('button[data-path="README.md"]')`,
+			do: `document.querySelector('button[data-path="README.md"]').click()`, done: `!!document.querySelector("#editor")`},
 		{name: "diff", path: s + "/diff", loaded: `!!document.querySelector(".diff .add")`},
-		{name: "agent", path: s + "/agent", loaded: `!!document.querySelector("#agent-prompt")`},
+		{name: "agent", path: s + "/agent", loaded: `!!document.querySelector("#agent-prompt")`,
+			do: `document.querySelector("#agent-prompt").value = "look around"; document.querySelector("#agent-run").click()`,
+			done: `!!document.querySelector(".agent-answer")`},
+		// After the Files and Diff tabs: the console's own calls, shown.
+		{name: "activity", path: s + "/activity", loaded: `document.querySelectorAll(".feed li.console").length > 0`,
+			do: `document.querySelector("#show-console").click()`, done: `document.querySelector(".feed li.console").offsetParent !== null`},
 		{name: "tasks", path: "/#/tasks", loaded: `document.querySelectorAll("li.task").length === 2`},
 		{name: "usage", path: "/#/usage", loaded: `!!document.querySelector(".usage-table table") && !!document.querySelector("svg.chart")`},
 	} {
@@ -141,6 +155,10 @@ func checkPage(t *testing.T, b *browser, axeJS string, p consolePage) []string {
 		b.run("open "+p.name, chromedp.Navigate(b.origin()+p.path))
 	}
 	b.waitJS(p.name, p.loaded)
+	if p.do != "" {
+		b.run(p.name+": "+p.do, chromedp.Evaluate(p.do, nil))
+		b.waitJS(p.name+": "+p.done, p.done)
+	}
 	var problems []string
 	for _, phone := range []bool{false, true} {
 		width, height := int64(1200), int64(800)
@@ -166,6 +184,9 @@ func checkPage(t *testing.T, b *browser, axeJS string, p consolePage) []string {
 		}
 	}
 	b.run("resize", chromedp.EmulateViewport(1200, 800))
+	if p.undo != "" {
+		b.run(p.name+": "+p.undo, chromedp.Evaluate(p.undo, nil))
+	}
 	return problems
 }
 
