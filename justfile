@@ -83,7 +83,7 @@ web-watch: build
     (cd web && node build.mjs --watch) & ./{{bin}} serve http --console-dir web/dist
 
 # Run the console's browser tests (headless Chromium) and rewrite the screenshots in docs/console/.
-web-screenshots: deps
+web-screenshots: deps web-build
     WARREN_SCREENSHOTS=docs/console go test -count=1 -run 'TestConsole' ./cmd/warren/
 
 # gofmt and go vet must be clean.

@@ -75,7 +75,7 @@ func (d *deps) recordActivity(next server.ToolHandlerFunc) server.ToolHandlerFun
 		}
 		start := time.Now()
 		call := &activityCall{log: d.events, event: events.Event{Kind: events.KindCall, Call: newCallID(), Tool: name,
-			Client: clientName(ctx), Summary: summarizeArgs(name, req.GetArguments()), At: start}}
+			Client: clientName(ctx), Console: FromConsole(ctx), Summary: summarizeArgs(name, req.GetArguments()), At: start}}
 		if name != "session_create" {
 			call.announce(d.activitySession(ctx, user, req))
 		}
@@ -89,7 +89,7 @@ func (d *deps) recordActivity(next server.ToolHandlerFunc) server.ToolHandlerFun
 		}
 		summary, failed := summarizeResult(res, err)
 		d.events.Append(events.Event{Session: session, Kind: events.KindResult, Call: call.event.Call, Tool: name,
-			Client: call.event.Client, Summary: summary, IsError: failed, DurationMS: time.Since(start).Milliseconds()})
+			Client: call.event.Client, Console: call.event.Console, Summary: summary, IsError: failed, DurationMS: time.Since(start).Milliseconds()})
 		return res, err
 	}
 }

@@ -78,7 +78,11 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		server.WithSessionIdManagerResolver(s.owners),
 		server.WithStreamableHTTPLogger(slog.New(slogToZerolog{l: s.deps.log})),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			return WithUser(ctx, UserFrom(r.Context()))
+			ctx = WithUser(ctx, UserFrom(r.Context()))
+			if FromConsole(r.Context()) {
+				ctx = WithConsole(ctx)
+			}
+			return ctx
 		}),
 	)
 	mux := http.NewServeMux()
@@ -98,7 +102,10 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	endpoint := s.owners.requireOwnSession(readBody(opts.BodyTimeout, streamable))
 	authed := s.authenticate(opts, endpoint)
 	if opts.Console != nil {
-		authed = opts.Console.MCP(authed, endpoint)
+		if opts.Tokens == nil {
+			authed = consolePage(authed)
+		}
+		authed = opts.Console.MCP(authed, viaConsole(endpoint))
 		mux.Handle("/", opts.Console)
 	}
 	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins, bodyDeadline(opts.BodyTimeout, authed)))

@@ -29,6 +29,7 @@ type WatchEvent struct {
 	CallID     string `json:"call_id" jsonschema:"the tool call the event belongs to"`
 	Tool       string `json:"tool" jsonschema:"the tool called"`
 	Client     string `json:"client" jsonschema:"the name the calling MCP client gave"`
+	Console    bool   `json:"console,omitempty" jsonschema:"call and result: the call came from warren's web console (signed in through it), not from an agent's client"`
 	Summary    string `json:"summary,omitempty" jsonschema:"call: the arguments, summarized; result: the outcome (secrets redacted)"`
 	Stream     string `json:"stream,omitempty" jsonschema:"output: stdout or stderr"`
 	Text       string `json:"text,omitempty" jsonschema:"output: the text, secrets redacted; untrusted, never HTML"`
@@ -151,7 +152,7 @@ func (d *deps) streamEvents(ctx context.Context, token mcp.ProgressToken, batch 
 
 func watchEvent(e events.Event) WatchEvent {
 	return WatchEvent{Seq: e.Seq, At: e.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Kind: e.Kind, CallID: e.Call,
-		Tool: e.Tool, Client: e.Client, Summary: e.Summary, Stream: e.Stream, Text: e.Text, IsError: e.IsError,
+		Tool: e.Tool, Client: e.Client, Console: e.Console, Summary: e.Summary, Stream: e.Stream, Text: e.Text, IsError: e.IsError,
 		DurationMS: e.DurationMS}
 }
 
@@ -162,7 +163,11 @@ func renderWatch(o SessionWatchOutput) string {
 	for _, e := range o.Events {
 		switch e.Kind {
 		case events.KindCall:
-			fmt.Fprintf(&b, "[%d] %s %s (%s): %s\n", e.Seq, e.At, e.Tool, e.Client, e.Summary)
+			client := e.Client
+			if e.Console {
+				client += ", the web console"
+			}
+			fmt.Fprintf(&b, "[%d] %s %s (%s): %s\n", e.Seq, e.At, e.Tool, client, e.Summary)
 		case events.KindResult:
 			fmt.Fprintf(&b, "[%d] %s → %s\n", e.Seq, e.Tool, e.Summary)
 		default:

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +40,9 @@ func TestConsoleActivityShowsAnotherClientLive(t *testing.T) {
 	numbers(t, "session_watch latency, a go-sdk client's shell_exec to its call in the page: %d ms",
 		time.UnixMilli(int64(renderedAt)).Sub(start).Milliseconds())
 	<-done
-	b.waitJS("the outcome", `[...document.querySelectorAll(".feed li[data-tool=shell_exec] .outcome.ok")].some((e) => e.textContent.startsWith("exit 0"))`)
+	// The outcome of this call (the earlier call's is there already).
+	b.waitJS("the outcome", `document.querySelector(".feed li:last-child .summary").textContent.includes("from-the-agent") &&
+		document.querySelector(".feed li:last-child .outcome.ok")?.textContent.startsWith("exit 0")`)
 	if out := b.text(".feed li:last-child .out"); !strings.Contains(out, "agent-finished") {
 		t.Fatalf("the last call's output: %q", out)
 	}
@@ -47,18 +52,47 @@ func TestConsoleActivityShowsAnotherClientLive(t *testing.T) {
 	b.screenshots("activity")
 }
 
-// TestConsoleTasksClaimAndDone: claim a task for a session, then mark it
-// done with a link; the board shows who holds it and where it went.
+// TestConsoleTasksClaimAndDone: an empty board says so in each column; a
+// task added through the page's form lands in the workspace's
+// docs/TASKS.md; claim a task for a session, then mark it done with a
+// link; the board shows who holds it and where it went.
 func TestConsoleTasksClaimAndDone(t *testing.T) {
 	needJail(t)
-	srv := startConsole(t, jailDir(t), "127.0.0.1:0")
+	repo := gitRepo(t)
+	srv := startConsole(t, jailDir(t), "127.0.0.1:0", "--workspace", repo)
 	c := connectHTTP(t, srv.mcpURL(), srv.token)
 	session := c.exec("true")["session_id"].(string)
-	c.ok("task_add", map[string]any{"title": "write the release notes"})
-	c.ok("task_add", map[string]any{"title": "fix the flaky test"})
 
 	b := signedIn(t, srv)
 	b.run("open the board", chromedp.Navigate(srv.base+"/#/tasks"))
+	b.waitJS("the empty board", `document.querySelectorAll(".column").length === 4`)
+	var empty []string
+	b.pageJSON(`[...document.querySelectorAll(".column")].map((c) => (c.querySelector(".empty") || {}).textContent || "")`, &empty)
+	for i, text := range empty {
+		if text == "" {
+			t.Fatalf("column %d of an empty board is blank: %q", i+1, empty)
+		}
+	}
+	b.run("add a task through the form",
+		chromedp.SendKeys("#new-task", "write the release notes"),
+		chromedp.Click(`form.add-task button[type="submit"]`))
+	b.waitJS("the new task in Open", `[...document.querySelectorAll('section[aria-labelledby="col-open"] li.task .title')].some((e) => e.textContent === "write the release notes")`)
+	if v := b.text("#new-task"); v != "" {
+		t.Fatalf("the form kept %q after adding", v)
+	}
+	board := filepath.Join(repo, "docs", "TASKS.md")
+	var onDisk []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if onDisk, _ = os.ReadFile(board); strings.Contains(string(onDisk), "- [ ] T-1 write the release notes") {
+			break
+		}
+	}
+	if !strings.Contains(string(onDisk), "- [ ] T-1 write the release notes") {
+		t.Fatalf("the task added on the page is not in the workspace's docs/TASKS.md:\n%s", onDisk)
+	}
+
+	c.ok("task_add", map[string]any{"title": "fix the flaky test"})
+	b.run("refresh", chromedp.Evaluate(`[...document.querySelectorAll("main button")].find((x) => x.textContent === "Refresh").click()`, nil))
 	b.waitJS("the open tasks", `document.querySelectorAll('section[aria-labelledby="col-open"] li.task').length === 2`)
 	b.run("choose the session", chromedp.SetValue("#claim-session", session))
 	b.run("claim T-1", chromedp.Click(`li[data-task="T-1"] button[aria-label^="claim"]`))
@@ -88,9 +122,20 @@ func TestConsoleUsageChartIsDrawn(t *testing.T) {
 	c.ok("usage_record", map[string]any{"model": "gpt-4o", "input_tokens": 120000, "output_tokens": 30000, "session_id": session})
 	c.ok("usage_record", map[string]any{"model": "mystery-model-9", "input_tokens": 5000, "output_tokens": 800, "session_id": session})
 
+	named := c.ok("session_create", map[string]any{"name": "report-writer"})["session_id"].(string)
+	c.ok("usage_record", map[string]any{"model": "gpt-4o", "input_tokens": 1000, "output_tokens": 100, "session_id": named})
+
 	b := signedIn(t, srv)
 	b.run("open the usage", chromedp.Navigate(srv.base+"/#/usage"))
 	b.waitJS("the chart", `!!document.querySelector("svg.chart rect.bar")`)
+	// By session, the table names the sessions; the id is there too, second.
+	b.waitJS("the table by session", `document.querySelectorAll(".usage-table tbody tr").length === 2`)
+	var rows []struct{ Name, ID string }
+	b.pageJSON(`[...document.querySelectorAll(".usage-table tbody th")].map((th) => ({
+		Name: th.firstChild.textContent, ID: th.querySelector(".id")?.textContent || "" }))`, &rows)
+	if !slices.Contains(rows, struct{ Name, ID string }{"report-writer", named}) {
+		t.Fatalf("the table by session shows %+v: want the session's name first, with its id %s", rows, named)
+	}
 	var bars []float64
 	b.pageJSON(`[...document.querySelectorAll("svg.chart rect.bar")].map((r) => r.getBBox().height)`, &bars)
 	if len(bars) == 0 || bars[0] < 10 {

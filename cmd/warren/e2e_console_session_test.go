@@ -158,5 +158,5 @@ func TestConsoleSessionShellFilesAndDiff(t *testing.T) {
 	if overflow {
 		t.Fatal("the sessions page scrolls sideways on a phone")
 	}
-	b.screenshots("sessions-phone")
+	// (Its screenshots at a phone's width: TestConsoleAxeAndPhoneWidth.)
 }

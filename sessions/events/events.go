@@ -41,6 +41,7 @@ type Event struct {
 	Call       string // the tool call this event belongs to
 	Tool       string
 	Client     string // the MCP client's name
+	Console    bool   // the call came from warren's web console (its sign-in), not an agent
 	Summary    string
 	Stream     string // "stdout" or "stderr" for output
 	Text       string
@@ -195,7 +196,7 @@ func (l *Log) After(ctx context.Context, session string, cursor int64, limit int
 		}
 	}
 	l.mu.Unlock()
-	rows, err := l.db.QueryContext(ctx, `SELECT seq, at, kind, call_id, tool, client, summary, stream, text, is_error, duration_ms
+	rows, err := l.db.QueryContext(ctx, `SELECT seq, at, kind, call_id, tool, client, console, summary, stream, text, is_error, duration_ms
 		FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, session, cursor, limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("read session events: %w", err)
@@ -205,7 +206,7 @@ func (l *Log) After(ctx context.Context, session string, cursor int64, limit int
 	for rows.Next() {
 		e := Event{Session: session}
 		var at int64
-		if err := rows.Scan(&e.Seq, &at, &e.Kind, &e.Call, &e.Tool, &e.Client, &e.Summary, &e.Stream, &e.Text, &e.IsError, &e.DurationMS); err != nil {
+		if err := rows.Scan(&e.Seq, &at, &e.Kind, &e.Call, &e.Tool, &e.Client, &e.Console, &e.Summary, &e.Stream, &e.Text, &e.IsError, &e.DurationMS); err != nil {
 			return nil, false, fmt.Errorf("read session events: %w", err)
 		}
 		e.At = time.UnixMilli(at).UTC()
@@ -313,10 +314,10 @@ func (l *Log) write(batch []Event) error {
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after commit
 	insert, err := tx.PrepareContext(ctx, `INSERT INTO session_events
-		(session_id, seq, at, kind, call_id, tool, client, summary, stream, text, is_error, duration_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		(session_id, seq, at, kind, call_id, tool, client, console, summary, stream, text, is_error, duration_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, seq) DO UPDATE SET at = excluded.at, kind = excluded.kind, call_id = excluded.call_id,
-			tool = excluded.tool, client = excluded.client, summary = excluded.summary, stream = excluded.stream,
+			tool = excluded.tool, client = excluded.client, console = excluded.console, summary = excluded.summary, stream = excluded.stream,
 			text = excluded.text, is_error = excluded.is_error, duration_ms = excluded.duration_ms`)
 	if err != nil {
 		return fmt.Errorf("write session events: %w", err)
@@ -324,7 +325,7 @@ func (l *Log) write(batch []Event) error {
 	defer insert.Close()
 	last := map[string]int64{}
 	for _, e := range batch {
-		if _, err := insert.ExecContext(ctx, e.Session, e.Seq, e.At.UnixMilli(), e.Kind, e.Call, e.Tool, e.Client,
+		if _, err := insert.ExecContext(ctx, e.Session, e.Seq, e.At.UnixMilli(), e.Kind, e.Call, e.Tool, e.Client, e.Console,
 			e.Summary, e.Stream, e.Text, e.IsError, e.DurationMS); err != nil {
 			return fmt.Errorf("write session events: %w", err)
 		}

@@ -13,6 +13,8 @@ export interface WatchEvent {
   call_id: string;
   tool: string;
   client: string;
+  // The call came from this console (the server knows it from the sign-in).
+  console?: boolean;
   summary?: string;
   stream?: string;
   text?: string;
@@ -31,8 +33,19 @@ const maxItems = 300;
 export function activityTab(ctx: SessionContext): Tab {
   const id = ctx.session.session_id;
   const err = errorBox();
-  const list = h("ol", { class: "feed", attrs: { "aria-label": "Activity", "aria-live": "polite", "aria-relevant": "additions" } });
+  const list = h("ol", { class: "feed hide-console", attrs: { "aria-label": "Activity", "aria-live": "polite", "aria-relevant": "additions" } });
   const empty = h("p", { class: "empty" }, "Nothing has happened in this session yet. Calls from any client appear here as they happen.");
+  // The console's own calls (the Files tab's listing, the Diff tab's
+  // session_diff, your commands in the Shell tab) are set apart: hidden
+  // until asked for, then marked.
+  const showConsole = h("input", { id: "show-console", attrs: { type: "checkbox" }, on: { change: () => counts() } });
+  const showLabel = h("label", { attrs: { for: "show-console" } }, "Show the console's own calls (0)");
+  function counts(): void {
+    const own = list.querySelectorAll("li.console").length;
+    showLabel.textContent = `Show the console's own calls (${own})`;
+    list.classList.toggle("hide-console", !showConsole.checked);
+    empty.hidden = list.children.length - (showConsole.checked ? 0 : own) > 0;
+  }
   const items = new Map<string, CallItem>();
   let cursor = 0;
   const abort = new AbortController();
@@ -44,12 +57,14 @@ export function activityTab(ctx: SessionContext): Tab {
     const outcome = h("span", { class: "outcome pending" }, "running…");
     const el = h(
       "li",
-      { attrs: { "data-call": e.call_id, "data-tool": e.tool, "data-rendered-at": Date.now() } },
+      { class: e.console ? "console" : undefined, attrs: { "data-call": e.call_id, "data-tool": e.tool, "data-rendered-at": Date.now() } },
       h(
         "div",
         { class: "call" },
         h("time", { attrs: { datetime: e.at } }, time.toLocaleTimeString()),
-        h("span", { class: "client", title: "MCP client" }, e.client),
+        e.console
+          ? h("span", { class: "client badge", attrs: { title: `this web console (MCP client ${e.client})` } }, "console")
+          : h("span", { class: "client", attrs: { title: "MCP client" } }, e.client),
         h("span", { class: "tool" }, e.tool),
         h("code", { class: "summary" }, e.summary ?? ""),
         outcome,
@@ -63,7 +78,7 @@ export function activityTab(ctx: SessionContext): Tab {
       items.delete(first.dataset.call!);
       first.remove();
     }
-    empty.hidden = true;
+    counts();
     return it;
   }
 
@@ -125,7 +140,7 @@ export function activityTab(ctx: SessionContext): Tab {
   }
   void loop();
   return {
-    el: h("div", { class: "activity" }, err.el, empty, list),
+    el: h("div", { class: "activity" }, h("p", { class: "row console-toggle" }, showConsole, showLabel), err.el, empty, list),
     dispose: () => abort.abort(),
   };
 }

@@ -64,9 +64,11 @@ export function filesTab(ctx: SessionContext): Tab {
 
   function renderNode(n: Node): HTMLElement {
     const kids = [...n.children.values()].sort((a, b) => (a.dir === b.dir ? a.name.localeCompare(b.name) : a.dir ? -1 : 1));
+    // A plain nested list: a role on the ul would take its items out of
+    // the list (axe: listitem), and this is not an ARIA tree widget.
     return h(
       "ul",
-      { attrs: { role: "group" } },
+      null,
       ...kids.map((c) =>
         c.dir
           ? h("li", null, h("details", null, h("summary", null, c.name + "/"), renderNode(c)))

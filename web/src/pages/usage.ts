@@ -5,7 +5,7 @@ import { h, replace, errorBox, button, field, formatCost, formatTokens, formatBy
 import { barChart } from "../chart";
 import { mcp } from "../mcp";
 import type { Page } from "../main";
-import type { UsageRow } from "./sessions";
+import type { SessionView, UsageRow } from "./sessions";
 
 interface Report {
   group_by: string;
@@ -35,7 +35,9 @@ export function usagePage(): Page {
   const chart = h("div", { class: "chart-wrap" });
   const totals = h("div", { class: "totals" });
   const alerts = h("div", { class: "alerts" });
-  const tableBox = h("div", { class: "usage-table" });
+  // The table may be wider than a phone: it scrolls in its own box, which
+  // the keyboard can reach (and a screen reader names by the caption).
+  const tableBox = h("div", { class: "usage-table", attrs: { tabindex: 0, role: "region", "aria-labelledby": "usage-caption" } });
   const groupSelect = h("select", { id: "usage-group" }, ...groups.map(([k, l]) => h("option", { attrs: { value: k } }, l)));
   let view: Report | null = null;
   let byDay: Report | null = null;
@@ -56,20 +58,31 @@ export function usagePage(): Page {
 
   async function loadTable(): Promise<void> {
     try {
-      view = await mcp.call<Report>("usage_report", { group_by: groupSelect.value, ...range() });
+      const bySession = groupSelect.value === "session";
+      const [report, sessions] = await Promise.all([
+        mcp.call<Report>("usage_report", { group_by: groupSelect.value, ...range() }),
+        bySession ? mcp.call<{ sessions: SessionView[] }>("session_list", { include_deleted: true }) : null,
+      ]);
+      view = report;
+      const names = new Map((sessions?.sessions ?? []).filter((x) => x.name).map((x) => [x.session_id, x.name]));
       const label = groups.find(([k]) => k === groupSelect.value)![1];
+      // A session by its name, the id under it (and on hover).
+      const rowHead = (key: string) =>
+        names.has(key)
+          ? h("th", { attrs: { scope: "row", title: key } }, names.get(key)!, h("span", { class: "id" }, key))
+          : h("th", { attrs: { scope: "row" } }, key || "(none)");
       replace(
         tableBox,
         h(
           "table",
           null,
-          h("caption", null, `By ${label.toLowerCase()}`),
+          h("caption", { id: "usage-caption" }, `By ${label.toLowerCase()}`),
           h("thead", null, h("tr", null, ...[label, "Input tokens", "Output tokens", "Cached", "Tool output", "Cost"].map((c) => h("th", { attrs: { scope: "col" } }, c)))),
           h(
             "tbody",
             null,
             ...(view.rows ?? []).map((r) =>
-              h("tr", null, h("th", { attrs: { scope: "row" } }, r.key || "(none)"), ...[formatTokens(r.input_tokens), formatTokens(r.output_tokens), formatTokens(r.cached_tokens), formatBytes(r.tool_output_bytes), formatCost(r.cost_usd)].map((c) => h("td", { class: "num" }, c))),
+              h("tr", null, rowHead(r.key), ...[formatTokens(r.input_tokens), formatTokens(r.output_tokens), formatTokens(r.cached_tokens), formatBytes(r.tool_output_bytes), formatCost(r.cost_usd)].map((c) => h("td", { class: "num" }, c))),
             ),
           ),
         ),
