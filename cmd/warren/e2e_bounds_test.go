@@ -1,0 +1,181 @@
+package main
+
+// Attack-shaped tests of issue 21, item 3: every string a client or a
+// jail controls is bounded before it is stored, logged or kept.
+
+import (
+	"bufio"
+	"database/sql"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// serveHTTPCounted is serveHTTP that also counts the bytes the server
+// logs (its stderr): what an operator's log file would grow by.
+func serveHTTPCounted(t *testing.T, args ...string) (*httpServer, *atomic.Int64) {
+	t.Helper()
+	cmd := exec.Command(warrenBin, append([]string{"serve", "http", "--addr", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = newTestLog(t, "server stdout: ")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	var logged atomic.Int64
+	urls := make(chan string, 1)
+	go func() {
+		r := bufio.NewReaderSize(stderr, 64<<10)
+		sent := false
+		for {
+			line, err := r.ReadSlice('\n')
+			logged.Add(int64(len(line)))
+			if !sent {
+				var l struct{ URL string }
+				if json.Unmarshal(line, &l) == nil && l.URL != "" {
+					urls <- l.URL
+					sent = true
+				}
+			}
+			if err != nil && err != bufio.ErrBufferFull {
+				return
+			}
+		}
+	}()
+	select {
+	case u := <-urls:
+		return &httpServer{url: u, cmd: cmd}, &logged
+	case <-time.After(30 * time.Second):
+		t.Fatal("warren serve http did not report its URL")
+	}
+	return nil, nil
+}
+
+// heapBytes is the server's heap in use, from its /metrics.
+func heapBytes(t *testing.T, srv *httpServer, token string) float64 {
+	t.Helper()
+	base := strings.TrimSuffix(srv.url, "/mcp")
+	return value(scrape(t, base, token), "go_memstats_heap_inuse_bytes")
+}
+
+// openDBReadOnly opens the server's database beside it, read-only.
+func openDBReadOnly(t *testing.T, dataDir string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(dataDir, "warren.db")+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// connectFlood is a perl program run in the jail: n CONNECTs to the
+// session's proxy, each with a host name of size bytes, each on its own
+// connection; it prints the status line of each answer. It stops writing
+// as soon as the proxy answers, as a client would.
+const connectFlood = `perl -MIO::Socket::INET -MIO::Select -e '
+$SIG{PIPE} = "IGNORE";
+my ($n, $size) = @ARGV;
+for my $i (1..$n) {
+  my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128) or die "connect: $!";
+  my $req = "CONNECT " . ("a" x $size) . ".example:443 HTTP/1.1\r\n\r\n";
+  $s->blocking(0);
+  my $sel = IO::Select->new($s);
+  my $off = 0;
+  while ($off < length $req) {
+    last if $sel->can_read(0);
+    next unless $sel->can_write(0.1);
+    my $w = syswrite($s, $req, 65536, $off);
+    last if !defined $w && !$!{EAGAIN};
+    $off += $w // 0;
+  }
+  $s->blocking(1);
+  my $line = $sel->can_read(20) ? <$s> : undef;
+  print defined $line ? $line : "no answer\n";
+  close $s;
+}' `
+
+// TestProxyBoundsRefusedTargets: a jail floods its egress proxy with
+// CONNECTs for megabyte host names, then with host names that fit in a
+// request but not in DNS. Each gets a refusal, and what the server keeps
+// of them (its log, the network log table, its heap) stays small.
+func TestProxyBoundsRefusedTargets(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	tok := createToken(t, data, "alice")
+	srv, logged := serveHTTPCounted(t, "--data-dir", data)
+	c := connectHTTP(t, srv, tok)
+	s := c.ok("session_create", map[string]any{"network": map[string]any{"mode": "allowlist", "allow": []any{"npm"}}})
+	id := s["session_id"].(string)
+	c.exec("true", "session_id", id) // the shell is up before measuring
+
+	heap0, log0 := heapBytes(t, srv, tok), logged.Load()
+	status := regexp.MustCompile(`^HTTP/1\.[01] 4\d\d `)
+	check := func(out map[string]any, n int) {
+		t.Helper()
+		lines := strings.Split(strings.TrimSpace(out["stdout"].(string)), "\n")
+		if len(lines) != n {
+			t.Fatalf("want %d answers, got %d: %v", n, len(lines), out)
+		}
+		for _, l := range lines {
+			if !status.MatchString(l) {
+				t.Fatalf("an over-long target was not refused with a 4xx: %q (%v)", l, out)
+			}
+		}
+	}
+	// 40 × 1 MB host names: refused before they are read whole.
+	check(c.exec(connectFlood+"40 1000000", "session_id", id, "timeout_ms", 300000), 40)
+	// 40 × 6 KB host names: they fit a request, not a DNS name.
+	check(c.exec(connectFlood+"40 6000", "session_id", id, "timeout_ms", 120000), 40)
+
+	db := openDBReadOnly(t, data)
+	var rows, longest, total int64
+	waitFor(t, "the refusals in the network log table", 15*time.Second, func() bool {
+		err := db.QueryRow(`SELECT COUNT(*), COALESCE(MAX(LENGTH(CAST(target AS BLOB)) + LENGTH(CAST(reason AS BLOB))), 0),
+			COALESCE(SUM(LENGTH(CAST(target AS BLOB)) + LENGTH(CAST(reason AS BLOB)) + LENGTH(CAST(host AS BLOB))), 0)
+			FROM network_log WHERE session_id = ?`, id).Scan(&rows, &longest, &total)
+		return err == nil && rows >= 40
+	})
+	heap1, log1 := heapBytes(t, srv, tok), logged.Load()
+	t.Logf("network_log: %d rows, longest target+reason %d B, total %d B; log +%d B; heap in use %+.1f MiB",
+		rows, longest, total, log1-log0, (heap1-heap0)/(1<<20))
+	if longest > 2<<10 {
+		t.Errorf("one network_log row keeps %d bytes of target and reason; want at most 2 KiB", longest)
+	}
+	if total > 200<<10 {
+		t.Errorf("the network log table keeps %d bytes of targets; want at most 200 KiB for 80 refusals", total)
+	}
+	if d := log1 - log0; d > 200<<10 {
+		t.Errorf("the server's log grew by %d bytes for 80 refusals; want at most 200 KiB", d)
+	}
+	if d := heap1 - heap0; d > 16<<20 {
+		t.Errorf("the server's heap grew by %.1f MiB; want at most 16 MiB", d/(1<<20))
+	}
+	// The refusals are listed, each line short, and still say why.
+	list := c.ok("session_network_log", map[string]any{"session_id": id})
+	b, _ := json.Marshal(list)
+	if len(b) > 400<<10 {
+		t.Errorf("session_network_log answers %d bytes", len(b))
+	}
+	if !strings.Contains(string(b), "longer than 253") {
+		t.Errorf("the refusals do not say the name is too long: %.2000s", b)
+	}
+}
