@@ -76,6 +76,7 @@ func New(opts Options) (*Server, error) {
 	hooks := &server.Hooks{}
 	hooks.AddAfterSetLevel(d.clientLevels.set)
 	hooks.AddOnUnregisterSession(d.clientLevels.forget)
+	hooks.AddBeforeInitialize(boundClientInfo)
 	s := server.NewMCPServer("warren", version,
 		server.WithElicitation(), // agent_run asks approvals
 		server.WithToolCapabilities(false),

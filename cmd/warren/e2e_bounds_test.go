@@ -5,8 +5,11 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // serveHTTPCounted is serveHTTP that also counts the bytes the server
@@ -177,5 +182,80 @@ func TestProxyBoundsRefusedTargets(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "longer than 253") {
 		t.Errorf("the refusals do not say the name is too long: %.2000s", b)
+	}
+}
+
+// connectNamed connects to warren over tr as a client that calls itself
+// name, at version version.
+func connectNamed(t *testing.T, tr sdk.Transport, name, version string) *client {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: name, Version: version}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return &client{t: t, cs: cs, wire: &wire{}}
+}
+
+// TestClientNamesAreBounded: a client that gives itself a 4 MB name and
+// version in initialize makes ten calls, over stdio and over HTTP. What
+// the activity log and the usage records keep of its name is at most
+// 128 bytes per row, and it still tells the client apart.
+func TestClientNamesAreBounded(t *testing.T) {
+	needJail(t)
+	big := "evil-" + strings.Repeat("x", 4<<20)
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			data := jailDir(t)
+			var c *client
+			var heap func() float64
+			if transport == "stdio" {
+				cmd := exec.Command(warrenBin, "serve", "stdio", "--data-dir", data)
+				cmd.Stderr = newTestLog(t, "server: ")
+				c = connectNamed(t, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second}, big, big)
+			} else {
+				tok := createToken(t, data, "alice")
+				srv := serveHTTP(t, "--data-dir", data)
+				heap = func() float64 { return heapBytes(t, srv, tok) }
+				heap()
+				c = connectNamed(t, &sdk.StreamableClientTransport{Endpoint: srv.url, MaxRetries: -1,
+					HTTPClient: &http.Client{Transport: bearer{tok, http.DefaultTransport}}}, big, big)
+			}
+			var heap0 float64
+			if heap != nil {
+				heap0 = heap()
+			}
+			for i := 0; i < 10; i++ {
+				c.exec(fmt.Sprintf("echo call %d", i))
+			}
+			if heap != nil {
+				d := heap() - heap0
+				t.Logf("heap in use after 10 calls: %+.1f MiB", d/(1<<20))
+				if d > 64<<20 {
+					t.Errorf("ten calls of a client with a 4 MB name grew the heap by %.1f MiB", d/(1<<20))
+				}
+			}
+			db := openDBReadOnly(t, data)
+			for _, q := range []struct{ what, sql string }{
+				{"activity log", `SELECT COUNT(*), COALESCE(MAX(LENGTH(CAST(client AS BLOB))), 0), COALESCE(MIN(client), '') FROM session_events`},
+				{"usage records", `SELECT COUNT(*), COALESCE(MAX(LENGTH(CAST(client AS BLOB))), 0), COALESCE(MIN(client), '') FROM usage_records`},
+			} {
+				var n, longest int64
+				var name string
+				waitFor(t, q.what+" rows", 15*time.Second, func() bool {
+					return db.QueryRow(q.sql).Scan(&n, &longest, &name) == nil && n >= 10
+				})
+				t.Logf("%s: %d rows, longest client %d B", q.what, n, longest)
+				if longest > 128 {
+					t.Errorf("the %s keeps %d bytes of the client's name per row; want at most 128", q.what, longest)
+				}
+				if !strings.HasPrefix(name, "evil-xxx") {
+					t.Errorf("the %s does not name the client: %.200q", q.what, name)
+				}
+			}
+		})
 	}
 }
