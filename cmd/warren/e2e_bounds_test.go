@@ -231,6 +231,15 @@ func TestClientNamesAreBounded(t *testing.T) {
 			for i := 0; i < 10; i++ {
 				c.exec(fmt.Sprintf("echo call %d", i))
 			}
+			// What a client reports of its model is its own too: an
+			// over-long model or client name is refused, not stored.
+			for _, args := range []map[string]any{{"model": big, "input_tokens": 1, "output_tokens": 1},
+				{"model": "gpt-4o", "client": big, "input_tokens": 1, "output_tokens": 1}} {
+				res := c.call("usage_record", args)
+				if text := textOf(res); !res.IsError || !strings.Contains(text, "name is") || len(text) > 2<<10 {
+					t.Errorf("usage_record with a 4 MB name: error %v, answer of %d bytes: %.300q", res.IsError, len(text), text)
+				}
+			}
 			if heap != nil {
 				d := heap() - heap0
 				t.Logf("heap in use after 10 calls: %+.1f MiB", d/(1<<20))
