@@ -268,3 +268,47 @@ func TestClientNamesAreBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestActivityLogRedactsWarrenTokens: a token made with 'warren token
+// create' that a command prints (from a file, and from the command line)
+// never reaches the activity log that session_watch and the console show,
+// nor the table it is kept in.
+func TestActivityLogRedactsWarrenTokens(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	tok := createToken(t, data, "alice")
+	if !strings.HasPrefix(tok, "wrn_") {
+		t.Fatalf("warren token create printed %q", tok)
+	}
+	srv := serveHTTP(t, "--data-dir", data)
+	c := connectHTTP(t, srv, tok)
+	s := c.ok("session_create", map[string]any{})
+	id := s["session_id"].(string)
+	c.ok("write_file", map[string]any{"session_id": id, "path": "notes.txt", "content": "deploy with " + tok + "\n" + tok + "\n"})
+	if out := c.exec("cat notes.txt", "session_id", id); !strings.Contains(out["stdout"].(string), tok) {
+		t.Fatalf("the command did not print the token: %v", out)
+	}
+	c.exec("echo "+tok+" >&2", "session_id", id)
+
+	watch := c.ok("session_watch", map[string]any{"session_id": id, "limit": 1000})
+	b, _ := json.Marshal(watch)
+	if len(watch["events"].([]any)) < 6 {
+		t.Fatalf("session_watch: %s", b)
+	}
+	if strings.Contains(string(b), tok) || strings.Contains(string(b), tok[10:]) {
+		t.Errorf("session_watch shows the token: %s", b)
+	}
+	if !strings.Contains(string(b), "[REDACTED]") {
+		t.Errorf("session_watch does not mark what it redacted: %s", b)
+	}
+	db := openDBReadOnly(t, data)
+	var n int
+	waitFor(t, "the events written", 15*time.Second, func() bool {
+		return db.QueryRow(`SELECT COUNT(*) FROM session_events WHERE session_id = ?`, id).Scan(&n) == nil && n >= 6
+	})
+	var leaked int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM session_events WHERE instr(summary, ?) > 0 OR instr(text, ?) > 0`,
+		tok[10:], tok[10:]).Scan(&leaked); err != nil || leaked > 0 {
+		t.Errorf("%d stored events hold the token (%v)", leaked, err)
+	}
+}
