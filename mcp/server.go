@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/bound"
 	"github.com/warrenhq/warren/sessions/events"
 	"github.com/warrenhq/warren/tasks"
 )
@@ -133,6 +134,6 @@ func (s *Server) Close() {
 type logWriter struct{ l zerolog.Logger }
 
 func (w logWriter) Write(p []byte) (int, error) {
-	w.l.Warn().Str("from", "mcp-go").Msg(strings.TrimSpace(string(p)))
+	w.l.Warn().Str("from", "mcp-go").Msg(bound.String(strings.TrimSpace(string(p)), bound.Line))
 	return len(p), nil
 }

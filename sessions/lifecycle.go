@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/warrenhq/warren/sessions/bound"
 	"github.com/warrenhq/warren/sessions/workspace"
 )
 
@@ -189,7 +190,7 @@ func (m *Manager) Control(ctx context.Context, user, id, action string) (*Sessio
 	case "delete":
 		return m.Delete(ctx, user, id)
 	}
-	return nil, invalidf("action %q: use pause, resume, archive or delete", action)
+	return nil, invalidf("action %q: use pause, resume, archive or delete", bound.String(action, 32))
 }
 
 // transition moves s to `to` if it is in one of from, in the database and

@@ -25,6 +25,13 @@ import (
 // serveHTTPCounted is serveHTTP that also counts the bytes the server
 // logs (its stderr): what an operator's log file would grow by.
 func serveHTTPCounted(t *testing.T, args ...string) (*httpServer, *atomic.Int64) {
+	srv, logged, _ := serveHTTPMeasured(t, args...)
+	return srv, logged
+}
+
+// serveHTTPMeasured is serveHTTPCounted that also keeps the length of the
+// longest line the server logged.
+func serveHTTPMeasured(t *testing.T, args ...string) (*httpServer, *atomic.Int64, *atomic.Int64) {
 	t.Helper()
 	cmd := exec.Command(warrenBin, append([]string{"serve", "http", "--addr", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -45,14 +52,26 @@ func serveHTTPCounted(t *testing.T, args ...string) (*httpServer, *atomic.Int64)
 			cmd.Process.Kill()
 		}
 	})
-	var logged atomic.Int64
+	var logged, longest atomic.Int64
+	lines := newTestLog(t, "server: ")
 	urls := make(chan string, 1)
 	go func() {
 		r := bufio.NewReaderSize(stderr, 64<<10)
 		sent := false
+		var cur int64
 		for {
 			line, err := r.ReadSlice('\n')
 			logged.Add(int64(len(line)))
+			if cur == 0 && len(line) > 0 {
+				lines.Write(line[:min(len(line), 160)])
+				lines.Write([]byte("\n"))
+			}
+			if cur += int64(len(line)); cur > longest.Load() {
+				longest.Store(cur)
+			}
+			if err == nil {
+				cur = 0
+			}
 			if !sent {
 				var l struct{ URL string }
 				if json.Unmarshal(line, &l) == nil && l.URL != "" {
@@ -67,11 +86,11 @@ func serveHTTPCounted(t *testing.T, args ...string) (*httpServer, *atomic.Int64)
 	}()
 	select {
 	case u := <-urls:
-		return &httpServer{url: u, cmd: cmd}, &logged
+		return &httpServer{url: u, cmd: cmd}, &logged, &longest
 	case <-time.After(30 * time.Second):
 		t.Fatal("warren serve http did not report its URL")
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // heapBytes is the server's heap in use, from its /metrics.
@@ -310,5 +329,35 @@ func TestActivityLogRedactsWarrenTokens(t *testing.T) {
 	if err := db.QueryRow(`SELECT COUNT(*) FROM session_events WHERE instr(summary, ?) > 0 OR instr(text, ?) > 0`,
 		tok[10:], tok[10:]).Scan(&leaked); err != nil || leaked > 0 {
 		t.Errorf("%d stored events hold the token (%v)", leaked, err)
+	}
+}
+
+// TestLogLinesAreBounded: with the most verbose log an operator can ask
+// for, a client that writes megabytes into what the server logs (a
+// session_id, arguments it does not know, a tool that does not exist)
+// makes no log line longer than a few KB.
+func TestLogLinesAreBounded(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	tok := createToken(t, data, "alice")
+	srv, _, longest := serveHTTPMeasured(t, "--data-dir", data, "--log-level", "debug")
+	c := connectHTTP(t, srv, tok)
+	c.exec("echo up")
+	big := strings.Repeat("s", 1<<20)
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"shell_exec", map[string]any{"command": "echo hi", "session_id": big}},
+		{"read_file", map[string]any{"path": big, "session_id": big}},
+		{"session_control", map[string]any{"session_id": big, "action": big}},
+		{"task_claim", map[string]any{"task_id": big}},
+	} {
+		c.call(call.tool, call.args) // refused or not: what matters is the log
+	}
+	c.exec("echo done")
+	t.Logf("longest log line: %d bytes", longest.Load())
+	if n := longest.Load(); n > 16<<10 {
+		t.Errorf("the server logged a line of %d bytes; want at most 16 KiB", n)
 	}
 }
