@@ -32,7 +32,7 @@ func TestTaskTextsAreBounded(t *testing.T) {
 	if after := f.readFile(); after != before {
 		t.Errorf("the board changed:\n%.2000s", after)
 	}
-	if _, err := f.board.Update(f.ctx, task.ID, Change{Note: strings.Repeat("y", 4096)}, Holder{User: "alice"}); err != nil {
-		t.Errorf("a note of %d bytes: %v", 4096, err)
+	if _, err := f.board.Update(f.ctx, task.ID, Change{Note: strings.Repeat("y", MaxNote)}, Holder{User: "alice"}); err != nil {
+		t.Errorf("a note of %d bytes: %v", MaxNote, err)
 	}
 }
