@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/bound"
 	"github.com/warrenhq/warren/sessions/events"
 )
 
@@ -155,7 +156,9 @@ const maxArg = 200
 // The log redacts secrets from it.
 func summarizeArgs(tool string, args map[string]any) string {
 	if cmd, ok := args["command"].(string); ok && tool == "shell_exec" {
-		return cmd
+		// Redacted, then cut to events.MaxSummary: keep enough that a
+		// secret at the cut is cut again after redaction.
+		return bound.String(cmd, 4*events.MaxSummary)
 	}
 	keys := make([]string, 0, len(args))
 	for k := range args {
@@ -172,16 +175,10 @@ func summarizeArgs(tool string, args map[string]any) string {
 		case isString && slices.Contains(bulky, k):
 			parts = append(parts, fmt.Sprintf("%s=(%d bytes)", k, len(s)))
 		case isString:
-			if len(s) > maxArg {
-				s = s[:maxArg] + "…"
-			}
-			parts = append(parts, k+"="+s)
+			parts = append(parts, bound.String(k, maxArg)+"="+bound.String(s, maxArg))
 		default:
 			b, _ := json.Marshal(v)
-			if len(b) > maxArg {
-				b = append(b[:maxArg], "…"...)
-			}
-			parts = append(parts, k+"="+string(b))
+			parts = append(parts, bound.String(k, maxArg)+"="+bound.String(string(b), maxArg))
 		}
 	}
 	return strings.Join(parts, " ")
@@ -210,12 +207,8 @@ func summarizeResult(res *mcp.CallToolResult, err error) (string, bool) {
 			break
 		}
 	}
-	if line, _, _ := strings.Cut(text, "\n"); len(line) > 300 {
-		text = line[:300] + "…"
-	} else {
-		text = line
-	}
-	return text, res.IsError
+	line, _, _ := strings.Cut(text, "\n")
+	return bound.String(line, 300), res.IsError
 }
 
 func shellOutcome(r ShellResult) string {

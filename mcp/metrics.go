@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/warrenhq/warren/sessions/bound"
 )
 
 // The package's metrics. Labels are bounded: tool names come from the
@@ -77,7 +79,9 @@ func observe(d *deps, s *server.MCPServer, opts Options) {
 func (d *deps) observeTools(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tool := req.Params.Name
+		// The session_id argument as the client wrote it: it is logged.
 		session, _ := req.GetArguments()["session_id"].(string)
+		session = bound.String(session, bound.Name)
 		rl := &requestLog{base: d.log, ctx: ctx, session: session}
 		ctx = context.WithValue(ctx, requestLogKey{}, rl)
 		start := time.Now()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/bound"
 	"github.com/warrenhq/warren/sessions/events"
 	"github.com/warrenhq/warren/tasks"
 )
@@ -76,6 +77,7 @@ func New(opts Options) (*Server, error) {
 	hooks := &server.Hooks{}
 	hooks.AddAfterSetLevel(d.clientLevels.set)
 	hooks.AddOnUnregisterSession(d.clientLevels.forget)
+	hooks.AddBeforeInitialize(boundClientInfo)
 	s := server.NewMCPServer("warren", version,
 		server.WithElicitation(), // agent_run asks approvals
 		server.WithToolCapabilities(false),
@@ -132,6 +134,6 @@ func (s *Server) Close() {
 type logWriter struct{ l zerolog.Logger }
 
 func (w logWriter) Write(p []byte) (int, error) {
-	w.l.Warn().Str("from", "mcp-go").Msg(strings.TrimSpace(string(p)))
+	w.l.Warn().Str("from", "mcp-go").Msg(bound.String(strings.TrimSpace(string(p)), bound.Line))
 	return len(p), nil
 }

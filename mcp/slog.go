@@ -2,9 +2,12 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 
 	"github.com/rs/zerolog"
+
+	"github.com/warrenhq/warren/sessions/bound"
 )
 
 // slogToZerolog is a slog.Handler that writes to zerolog, so that what
@@ -47,7 +50,7 @@ func (h slogToZerolog) Handle(_ context.Context, r slog.Record) error {
 		e = field(e, key, a.Value)
 		return true
 	})
-	e.Msg(r.Message)
+	e.Msg(bound.String(r.Message, bound.Line))
 	return nil
 }
 
@@ -70,12 +73,20 @@ func (h slogToZerolog) WithGroup(name string) slog.Handler {
 }
 
 // field adds one attribute; errors keep their text (zerolog would marshal
-// an error value as an empty object).
+// an error value as an empty object). mcp-go logs what clients sent (a
+// method, a malformed message): a field is cut to bound.Line bytes.
 func field(e *zerolog.Event, key string, v slog.Value) *zerolog.Event {
 	switch x := v.Resolve().Any().(type) {
 	case error:
-		return e.AnErr(key, x)
+		return e.Str(key, bound.String(x.Error(), bound.Line))
+	case string:
+		return e.Str(key, bound.String(x, bound.Line))
+	case []byte:
+		return e.Str(key, bound.String(string(x), bound.Line))
 	default:
+		if b, err := json.Marshal(x); err == nil && len(b) > bound.Line {
+			return e.Str(key, bound.String(string(b), bound.Line))
+		}
 		return e.Interface(key, x)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/sessions/bound"
 )
 
 // unknownClient is recorded for clients that did not say who they are.
@@ -119,17 +120,29 @@ func (d *deps) sessionOf(ctx context.Context, user string, req mcp.CallToolReque
 }
 
 // clientName is the name the MCP client gave in initialize (or, with the
-// stateless revision, in the request's _meta).
+// stateless revision, in the request's _meta), cut to bound.Name bytes:
+// the client chose it, and it is kept in every event and usage record.
 func clientName(ctx context.Context) string {
 	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.ClientInfo != nil && info.ClientInfo.Name != "" {
-		return info.ClientInfo.Name
+		return bound.String(info.ClientInfo.Name, bound.Name)
 	}
 	if s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
 		if name := s.GetClientInfo().Name; name != "" {
-			return name
+			return bound.String(name, bound.Name)
 		}
 	}
 	return unknownClient
+}
+
+// boundClientInfo cuts what a client says of itself in initialize before
+// the session keeps it for its lifetime: its name, version and title to
+// bound.Name bytes, its description and address to bound.Line; its icons
+// are dropped (warren shows none).
+func boundClientInfo(_ context.Context, _ any, req *mcp.InitializeRequest) {
+	ci := &req.Params.ClientInfo
+	ci.Name, ci.Version, ci.Title = bound.String(ci.Name, bound.Name), bound.String(ci.Version, bound.Name), bound.String(ci.Title, bound.Name)
+	ci.Description, ci.WebsiteURL = bound.String(ci.Description, bound.Line), bound.String(ci.WebsiteURL, bound.Line)
+	ci.Icons = nil
 }
 
 // claimOf is the task a session holds a claim on, or "".

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/bound"
 )
 
 // Kinds of record.
@@ -55,6 +57,11 @@ type Record struct {
 	Estimated bool `json:"estimated,omitempty"`
 }
 
+// MaxName is the longest model, client, user, session, task, tool or
+// kind name a record keeps: usage rows are kept for good (they are
+// billing data), and a client chooses its model and client names.
+const MaxName = 256
+
 // row is a validated, priced record ready to insert.
 type row struct {
 	ts, day                   int64
@@ -82,6 +89,14 @@ func (m *Meter) prepare(r Record) (row, error) {
 	}
 	if r.InputTokens < 0 || r.OutputTokens < 0 || r.CachedTokens < 0 || r.Bytes < 0 {
 		return row{}, invalidf("record: token and byte counts must not be negative")
+	}
+	// Every row keeps these texts, and a client chose them.
+	for _, f := range []struct{ what, v string }{{"model", r.Model}, {"client", r.Client}, {"user", r.User},
+		{"session", r.Session}, {"task", r.Task}, {"tool", r.Tool}, {"kind", r.Kind}} {
+		if len(f.v) > MaxName {
+			return row{}, invalidf("record: the %s name is %d bytes, over the limit of %d: %q", f.what, len(f.v), MaxName,
+				bound.String(f.v, 64))
+		}
 	}
 	t := r.Time
 	if t.IsZero() {

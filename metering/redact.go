@@ -44,6 +44,10 @@ var redactions = []redaction{
 	{re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`)},
 	// Google API keys.
 	{re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`)},
+	// warren's own bearer tokens ('warren token create'): "wrn_" and 43
+	// base64url characters. The prefix the token list shows (wrn_ and 6)
+	// is too short to match.
+	{re: regexp.MustCompile(`\bwrn_[A-Za-z0-9_-]{20,}`)},
 	// JSON Web Tokens.
 	{re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,}`)},
 }
@@ -62,7 +66,8 @@ func isHarmlessValue(v string) bool {
 	return strings.Trim(v, "0123456789") == ""
 }
 
-// Redact replaces secrets in s with [REDACTED]: API keys (sk-..., Google, Slack), bearer and
+// Redact replaces secrets in s with [REDACTED]: API keys (sk-..., Google, Slack), warren's
+// own tokens (wrn_...), bearer and
 // basic credentials, AWS access key ids, GitHub tokens, JWTs, private key PEM blocks,
 // credentials in URLs, and the values of password=/secret=/token=/api_key= style pairs. Apply it
 // to transcripts and anything else taken from model traffic before it is written. It errs

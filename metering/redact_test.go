@@ -16,6 +16,7 @@ var (
 	fakeAWSSecret = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
 	fakeSlack     = "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
 	fakeGoogle    = "AIza" + "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY"
+	fakeWarren    = "wrn_" + "Xq2-vT8kLm2Xw9RbN4yHc7Pf1Gd6Js0Ua5Ee_Kt7Wx2V"
 	fakeJWT       = "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0." + "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
 	fakePEM       = "-----BEGIN OPENSSH PRIVATE KEY-----\n" +
 		"b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n" +
@@ -35,6 +36,8 @@ func TestRedact(t *testing.T) {
 		{"bearer header", "curl -H 'Authorization: Bearer " + fakeGitHub + "' https://api.github.com", []string{fakeGitHub}, []string{"Authorization: Bearer " + Redacted, "https://api.github.com"}},
 		{"opaque bearer", `Authorization: Bearer abc.DEF-123_xyz~9`, []string{"abc.DEF-123_xyz~9"}, []string{"Bearer"}},
 		{"github token in remote", "git remote add origin https://" + fakeGitHub + "@github.com/acme/app.git", []string{fakeGitHub}, []string{"github.com/acme/app.git"}},
+		{"warren token printed", "created:\n" + fakeWarren + "\nsaved", []string{fakeWarren, "Xq2-vT8k"}, []string{"created:\n", "saved"}},
+		{"warren token in prose", "use " + fakeWarren + " now", []string{fakeWarren}, []string{"use ", " now"}},
 		{"github fine-grained", "GH_TOKEN " + fakeGitHubPAT, []string{fakeGitHubPAT}, []string{"GH_TOKEN"}},
 		{"aws credentials file", "[default]\naws_access_key_id = " + fakeAWSID + "\naws_secret_access_key = " + fakeAWSSecret + "\nregion = eu-west-1",
 			[]string{fakeAWSID, fakeAWSSecret, "bPxRfiCY"}, []string{"[default]", "region = eu-west-1"}},

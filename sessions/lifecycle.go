@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/warrenhq/warren/sessions/bound"
 	"github.com/warrenhq/warren/sessions/workspace"
 )
 
@@ -64,6 +65,12 @@ func (m *Manager) opLock(id string) func() {
 	return mu.Unlock
 }
 
+// Limits on what a client names as a session's source and git ref.
+const (
+	maxSource = 4 << 10 // PATH_MAX
+	maxRef    = 256
+)
+
 // Create makes a session for user: prepares its workspace (clone, bind or
 // empty), records the audit base that session_diff compares against, and
 // stores it. The session is active; its shell starts on the first command.
@@ -76,6 +83,13 @@ func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (
 	}
 	if len(opts.Name) > 100 || strings.IndexFunc(opts.Name, unicode.IsControl) >= 0 {
 		return nil, invalidf("name must be at most 100 printable characters")
+	}
+	// The session keeps its source and ref for good, and errors quote them.
+	if len(opts.Source) > maxSource {
+		return nil, invalidf("source is %d bytes: a path or git URL is at most %d", len(opts.Source), maxSource)
+	}
+	if len(opts.Ref) > maxRef {
+		return nil, invalidf("ref is %d bytes: a git ref is at most %d", len(opts.Ref), maxRef)
 	}
 	network, err := m.createNetwork(opts.Network)
 	if err != nil {
@@ -189,7 +203,7 @@ func (m *Manager) Control(ctx context.Context, user, id, action string) (*Sessio
 	case "delete":
 		return m.Delete(ctx, user, id)
 	}
-	return nil, invalidf("action %q: use pause, resume, archive or delete", action)
+	return nil, invalidf("action %q: use pause, resume, archive or delete", bound.String(action, 32))
 }
 
 // transition moves s to `to` if it is in one of from, in the database and

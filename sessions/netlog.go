@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sandbox/netproxy"
+	"github.com/warrenhq/warren/sessions/bound"
 )
 
 // NetLog stores the egress proxy's decisions in the database, in batches:
@@ -41,8 +42,11 @@ func NewNetLog(db *sql.DB) *NetLog {
 }
 
 // Add queues a decision; it never blocks. Past netLogPending queued
-// decisions, new ones are counted and dropped.
+// decisions, new ones are counted and dropped. The texts a jail wrote are
+// cut to their bounds first, whoever made the decision.
 func (l *NetLog) Add(d netproxy.Decision) {
+	d.Method, d.Target = bound.String(d.Method, 16), bound.String(d.Target, bound.Target)
+	d.Host, d.Reason = bound.String(d.Host, bound.Host), bound.String(d.Reason, bound.Reason)
 	l.mu.Lock()
 	if len(l.pending) >= netLogPending {
 		l.dropped++

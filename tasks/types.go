@@ -107,9 +107,28 @@ func parseID(id string) (int, error) {
 	return n, nil
 }
 
-// checkText refuses text that could not survive a trip through the file:
-// line breaks and other control characters.
+// Limits on what one task keeps, in bytes: a client writes them, the
+// file and the database keep them, and every agent that reads the board
+// reads them. A board is at most MaxFileSize.
+const (
+	MaxTitle = 512
+	MaxNote  = 4 << 10
+	MaxLink  = 2 << 10
+)
+
+// maxText is the limit of each kind of text; others get MaxTitle.
+var maxText = map[string]int{"title": MaxTitle, "note": MaxNote, "link": MaxLink}
+
+// checkText refuses text that could not survive a trip through the file
+// (line breaks and other control characters) and text over its limit.
 func checkText(what, s string) error {
+	limit, ok := maxText[what]
+	if !ok {
+		limit = MaxTitle
+	}
+	if len(s) > limit {
+		return invalidf("%s is %d bytes, over the limit of %d: say it shorter (put long text in a file and link it)", what, len(s), limit)
+	}
 	for _, r := range s {
 		if r != '\t' && unicode.IsControl(r) {
 			return invalidf("%s must be a single line without control characters", what)

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/warrenhq/warren/sessions/bound"
 )
 
 // Host is a request's target host after normalisation: either a DNS name
@@ -35,7 +37,7 @@ func (h Host) String() string {
 // non-ASCII names and names that end in a numeric label but are no valid
 // address are refused.
 func ParseHost(s string) (Host, error) {
-	orig := s
+	orig := shown(s)
 	if strings.HasPrefix(s, "[") {
 		if !strings.HasSuffix(s, "]") {
 			return Host{}, fmt.Errorf("host %q: unbalanced brackets", orig)
@@ -64,8 +66,8 @@ func ParseHost(s string) (Host, error) {
 	if s == "" {
 		return Host{}, errors.New("empty host")
 	}
-	if len(s) > 253 {
-		return Host{}, fmt.Errorf("host %q: longer than 253 characters", orig)
+	if len(s) > bound.Host {
+		return Host{}, fmt.Errorf("host %q: %d bytes, longer than 253 characters", orig, len(s))
 	}
 	labels := strings.Split(s, ".")
 	if last := labels[len(labels)-1]; numericLabel(last) {
@@ -94,6 +96,10 @@ func ParseHost(s string) (Host, error) {
 	}
 	return Host{Name: s}, nil
 }
+
+// shown is what an error quotes of a target the client wrote: the jail
+// controls it, and errors become refusals that are logged and stored.
+func shown(s string) string { return bound.String(s, bound.Target) }
 
 // numericLabel reports whether a label is a number in C notation: decimal,
 // octal with a leading 0, or hex with 0x.

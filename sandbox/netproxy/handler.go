@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/bound"
 )
 
 var discardLog = log.New(io.Discard, "", 0)
@@ -40,7 +42,7 @@ func (s *Session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Session) connect(w http.ResponseWriter, r *http.Request) {
-	d := Decision{Time: time.Now(), Session: s.id, Method: r.Method, Target: r.Host}
+	d := Decision{Time: time.Now(), Session: s.id, Method: r.Method, Target: bound.String(r.Host, bound.Target)}
 	h, port, err := target(r.Host, 0)
 	if err != nil {
 		s.refuse(w, &d, &refusal{http.StatusBadRequest, err.Error()})
@@ -92,7 +94,7 @@ func (s *Session) connect(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Session) forward(w http.ResponseWriter, r *http.Request) {
-	d := Decision{Time: time.Now(), Session: s.id, Method: r.Method, Target: r.URL.Host}
+	d := Decision{Time: time.Now(), Session: s.id, Method: bound.String(r.Method, 16), Target: bound.String(r.URL.Host, bound.Target)}
 	h, port, err := target(r.URL.Host, 80)
 	if err != nil {
 		s.refuse(w, &d, &refusal{http.StatusBadRequest, err.Error()})
@@ -140,11 +142,11 @@ func (s *Session) refuse(w http.ResponseWriter, d *Decision, err error) {
 	if !ok {
 		ref = &refusal{http.StatusBadGateway, err.Error()}
 	}
-	d.Reason, d.Status = ref.reason, ref.status
+	d.Reason, d.Status = bound.String(ref.reason, bound.Reason), ref.status
 	d.Duration = time.Since(d.Time)
 	s.record(*d)
 	var b strings.Builder
-	fmt.Fprintf(&b, "warren: session %s: refused %s: %s.\n", s.id, d.Target, ref.reason)
+	fmt.Fprintf(&b, "warren: session %s: refused %s: %s.\n", s.id, d.Target, d.Reason)
 	if ref.status == http.StatusForbidden {
 		var allowed []string
 		for _, r := range *s.allow.Load() {
@@ -166,7 +168,7 @@ func (s *Session) refuse(w http.ResponseWriter, d *Decision, err error) {
 				"an operator can allow a range in the server's config (network.allow_ranges).\n")
 		}
 	}
-	w.Header().Set("X-Warren-Refused", ref.reason)
+	w.Header().Set("X-Warren-Refused", d.Reason)
 	w.Header().Set("Connection", "close")
 	http.Error(w, b.String(), ref.status)
 }
@@ -291,13 +293,14 @@ type Decision struct {
 	Session string    `json:"session"`
 	// Method is CONNECT for a tunnel, or the HTTP method.
 	Method string `json:"method"`
-	// Target is what the client asked for, as written.
+	// Target is what the client asked for, as written, cut to
+	// bound.Target bytes: the jail wrote it.
 	Target string `json:"target"`
 	// Host and Port are the normalised target.
 	Host    string `json:"host"`
 	Port    uint16 `json:"port"`
 	Allowed bool   `json:"allowed"`
-	// Reason says why a request was refused.
+	// Reason says why a request was refused (at most bound.Reason bytes).
 	Reason string `json:"reason,omitempty"`
 	// Status is the HTTP status of a refusal or of a forwarded response.
 	Status int `json:"status,omitempty"`

@@ -21,7 +21,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/bound"
 )
+
+// MaxHeaderBytes caps a request's line and headers as the proxy reads
+// them: a CONNECT line names a host of at most 253 bytes, and a plain
+// request's headers are a client's few. A request past it is refused
+// (431) before it is read whole, so a jail cannot make the server hold,
+// log or store a megabyte of target.
+const MaxHeaderBytes = 8 << 10
 
 // Resolver looks names up; *net.Resolver is one.
 type Resolver interface {
@@ -108,7 +117,7 @@ func (p *Proxy) Session(id string) *Session {
 	s := &Session{id: id, p: p, log: newRing(p.opts.LogSize), conns: map[net.Conn]struct{}{}}
 	s.allow.Store(&[]Rule{})
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: p.opts.IdleTimeout,
-		ErrorLog: discardLog}
+		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: discardLog}
 	s.tr = &http.Transport{
 		Proxy:                 nil, // never chain through the server's own proxy settings
 		DialContext:           s.dialTransport,
@@ -231,6 +240,16 @@ func (c *clientConn) Close() error {
 	return c.Conn.Close()
 }
 
+// CloseWrite lets http.Server close its side of a connection it refuses
+// (a request over MaxHeaderBytes) and linger before closing: without it
+// the client, still sending, gets a reset instead of the refusal.
+func (c *clientConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
 // connListener hands connections pushed by ServeConn to http.Server.
 type connListener struct {
 	ch   chan net.Conn
@@ -277,7 +296,7 @@ func target(hostport string, defPort uint16) (Host, uint16, error) {
 	if h, p, err := net.SplitHostPort(hostport); err == nil {
 		n, err := strconv.ParseUint(p, 10, 16)
 		if err != nil || n == 0 {
-			return Host{}, 0, fmt.Errorf("port %q is not a number from 1 to 65535", p)
+			return Host{}, 0, fmt.Errorf("port %q is not a number from 1 to 65535", bound.String(p, 16))
 		}
 		host, port = h, uint16(n)
 		if strings.Contains(host, ":") {
@@ -285,7 +304,7 @@ func target(hostport string, defPort uint16) (Host, uint16, error) {
 		}
 	}
 	if port == 0 {
-		return Host{}, 0, fmt.Errorf("%q has no port", hostport)
+		return Host{}, 0, fmt.Errorf("%q has no port", shown(hostport))
 	}
 	h, err := ParseHost(host)
 	return h, port, err

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/warrenhq/warren/sessions/bound"
 )
 
 // Rule allows one host pattern, on one port or on the web's ports.
@@ -49,6 +51,9 @@ func (r Rule) matches(h Host, port uint16) bool {
 func ParseRule(s string) (Rule, error) {
 	s = strings.TrimSpace(s)
 	host, port := s, uint16(0)
+	if len(s) > bound.Target {
+		return Rule{}, fmt.Errorf("allow %q: %d bytes; a host name is at most 253", shown(s), len(s))
+	}
 	if h, p, err := net.SplitHostPort(s); err == nil {
 		n, err := strconv.ParseUint(p, 10, 16)
 		if err != nil || n == 0 {
@@ -94,6 +99,10 @@ var DefaultPresets = map[string][]string{
 	"debian": {"deb.debian.org", "security.debian.org"},
 }
 
+// MaxAllow is the most entries an allowlist may have: a session keeps its
+// allowlist in the database and in memory, and a refusal lists it.
+const MaxAllow = 256
+
 // Expand turns an allowlist as a user writes it (preset names and
 // patterns) into sorted, deduplicated rules. presets nil means
 // DefaultPresets.
@@ -103,6 +112,9 @@ func Expand(items []string, presets map[string][]string) ([]Rule, error) {
 	}
 	seen := map[Rule]bool{}
 	var out []Rule
+	if len(items) > MaxAllow {
+		return nil, fmt.Errorf("the allowlist has %d entries, over the limit of %d: name domains with wildcards (*.example.com) or presets", len(items), MaxAllow)
+	}
 	for _, it := range items {
 		it = strings.TrimSpace(it)
 		if it == "" {
@@ -113,7 +125,7 @@ func Expand(items []string, presets map[string][]string) ([]Rule, error) {
 			pats = p
 		} else if !strings.ContainsAny(it, ".:[*") {
 			return nil, fmt.Errorf("allow %q: no preset of that name (presets: %s) and not a host name with a domain",
-				it, strings.Join(presetNames(presets), ", "))
+				shown(it), strings.Join(presetNames(presets), ", "))
 		}
 		for _, pat := range pats {
 			r, err := ParseRule(pat)

@@ -53,6 +53,7 @@ type Event struct {
 const (
 	MaxSummary = 1 << 10
 	MaxText    = 16 << 10
+	MaxName    = 128 // a client's or a tool's name
 )
 
 // DefaultMaxEvents is how many events a session keeps when
@@ -128,6 +129,8 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Log, error) {
 func (l *Log) Append(e Event) Event {
 	e.Summary = cut(redact(e.Summary), MaxSummary)
 	e.Text = cut(redact(e.Text), MaxText)
+	// The client named itself, and each event keeps its name.
+	e.Client, e.Tool = cut(e.Client, MaxName), cut(e.Tool, MaxName)
 	if e.At.IsZero() {
 		e.At = l.now()
 	}

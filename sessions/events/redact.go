@@ -12,7 +12,7 @@ import (
 // is mostly lines without any of these.
 var needles = []string{
 	"bearer", "basic", "pass", "secret", "token", "key", "credential", "://",
-	"sk-", "gh", "github_pat_", "akia", "asia", "abia", "acca", "xox", "aiza", "eyj",
+	"sk-", "gh", "github_pat_", "akia", "asia", "abia", "acca", "xox", "aiza", "eyj", "wrn_",
 }
 
 func suspicious(line string) bool {
