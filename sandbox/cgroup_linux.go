@@ -30,6 +30,9 @@ type cgroup struct {
 	home map[string]string
 	fd   int      // v2: open directory for CLONE_INTO_CGROUP
 	oom  oomCount // metrics.go
+	// refused is pids.events' "max" count at the last look (leftovers_linux.go);
+	// only a command's turn touches it.
+	refused int64
 }
 
 var (

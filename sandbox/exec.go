@@ -125,6 +125,7 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		}
 	}
 	j.dropStaleStatus()
+	s.stopLeftoversAtLimit(j) // a bomb that filled the jail after its command
 
 	c := &ended{j: j, r: r, text: command, opts: opts, died: died, start: now()}
 	deadline := c.start.Add(timeout)
@@ -173,6 +174,9 @@ func (s *Shell) complete(c *ended, res Result) Result {
 	res.Duration = now().Sub(c.start)
 	died := c.died
 	res.ShellRestarted = res.ShellRestarted || died
+	if !res.ShellRestarted {
+		s.stopLeftoversAtLimit(j)
+	}
 	s.finish(j, r, opts.OnOutput)
 	for i, buf := range r.out {
 		if i == 0 {
