@@ -201,6 +201,9 @@ func (m *Manager) transition(ctx context.Context, s *Session, action string, to 
 	}
 	if !ok {
 		st, err := m.store.state(ctx, s.ID)
+		if errors.Is(err, ErrNotFound) && s.State() == StateDeleted {
+			st, err = StateDeleted, nil // its row went with it
+		}
 		if err != nil {
 			return err
 		}
@@ -313,8 +316,8 @@ func (m *Manager) Archive(ctx context.Context, user, id string) (*Session, error
 }
 
 // Delete removes the session's workspace (never a bound directory: that is
-// the user's own) and its audit repository, and keeps the row as a
-// tombstone. A running command is killed.
+// the user's own), its audit repository and home, then its rows (purge.go):
+// only its usage records stay. A running command is killed.
 func (m *Manager) Delete(ctx context.Context, user, id string) (*Session, error) {
 	s, err := m.Get(ctx, user, id)
 	if err != nil {
@@ -335,7 +338,12 @@ func (m *Manager) Delete(ctx context.Context, user, id string) (*Session, error)
 		}
 		errs = append(errs, forceRemove(m.auditDir(s.ID)), forceRemove(m.homeDir(s.ID)))
 		if err = errors.Join(errs...); err != nil {
-			err = fmt.Errorf("session %s is deleted, but removing its files failed: %w", s.ID, err)
+			// The row stays, in state deleted: the next server start
+			// tries again (PurgeDeleted).
+			err = fmt.Errorf("session %s is deleted, but removing its files failed (the next server start retries): %w", s.ID, err)
+		} else if perr := m.purge(ctx, s.ID); perr != nil {
+			err = fmt.Errorf("session %s is deleted and its files are gone, but removing its records failed "+
+				"(the next server start retries): %w", s.ID, perr)
 		}
 	}
 	unlock()
