@@ -67,7 +67,13 @@ func (m *Manager) opLock(id string) func() {
 // Create makes a session for user: prepares its workspace (clone, bind or
 // empty), records the audit base that session_diff compares against, and
 // stores it. The session is active; its shell starts on the first command.
+// On a full disk the error says so, without the server's paths.
 func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (*Session, error) {
+	s, err := m.create(ctx, user, opts)
+	return s, workspace.FullDisk(err, "could not create the session")
+}
+
+func (m *Manager) create(ctx context.Context, user string, opts CreateOptions) (*Session, error) {
 	if m.cfg.DataDir == "" {
 		return nil, fmt.Errorf("create session: no data directory configured")
 	}
