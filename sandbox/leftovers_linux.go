@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 )
@@ -20,11 +18,12 @@ import (
 
 // forkRefusals reads how many forks the cgroup's pids.max has refused.
 func (cg *cgroup) forkRefusals() int64 {
-	data, err := os.ReadFile(filepath.Join(cg.dirs[0], "pids.events"))
-	if err != nil {
+	if cg.events == nil {
 		return 0
 	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
+	var buf [128]byte
+	n, _ := cg.events.ReadAt(buf[:], 0) // a short read ends with io.EOF
+	for _, line := range bytes.Split(buf[:n], []byte("\n")) {
 		if v, ok := bytes.CutPrefix(line, []byte("max ")); ok {
 			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 			return n
