@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -191,6 +192,9 @@ func (m *Manager) refresh(ctx context.Context, s *Session) error {
 		return nil // for good, and its row is gone
 	}
 	st, err := m.store.state(ctx, s.ID)
+	if errors.Is(err, ErrNotFound) {
+		st, err = StateDeleted, nil // deleted by another process, rows and all
+	}
 	if err != nil {
 		return err
 	}
