@@ -2,8 +2,11 @@ package sandbox
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // A command that fills the jail's process limit (a fork bomb that returns
@@ -30,6 +33,27 @@ func (cg *cgroup) forkRefusals() int64 {
 		}
 	}
 	return 0
+}
+
+// waitUncharged waits, up to a second, until the cgroup counts at most n
+// processes. A killed process leaves cgroup.procs when it exits but is
+// counted in pids.current until it is reaped (by the jail's init, which
+// adopts orphans, at once; the shell reaps its own children at the start
+// of the next command, so they are part of n): a fork right after the
+// kills would still find the jail full.
+func (cg *cgroup) waitUncharged(n int) {
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		data, err := os.ReadFile(filepath.Join(cg.dirs[0], "pids.current"))
+		if err != nil {
+			return
+		}
+		cur, err := strconv.Atoi(string(bytes.TrimSpace(data)))
+		if err != nil || cur <= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // stopLeftoversAtLimit stops every process in j besides the shell (and
@@ -73,6 +97,7 @@ func (s *Shell) stopLeftoversAtLimit(j *jail) {
 			break
 		}
 	}
+	cg.waitUncharged(len(keep) + len(shellChildren(j.shell())))
 	cg.refused = cg.forkRefusals() // the kills above may race with refusals
 	if len(stopped) == 0 {
 		return

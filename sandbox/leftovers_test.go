@@ -48,3 +48,30 @@ func tail(b []byte) string {
 	}
 	return string(b)
 }
+
+// A bomb whose command returns before the jail is full (the usual shape:
+// `f &` and nothing else) fills it after its result: the next command
+// stops the leftovers before it runs, and runs.
+func TestForkBombThatFillsLaterIsStoppedBeforeTheNextCommand(t *testing.T) {
+	sh, _ := newTestShell(t, func(p *Profile) { p.Limits.PIDs = 48 })
+	requireCgroups(t, sh)
+	mustRun(t, sh, "mkfifo /tmp/hold")
+	res := mustRun(t, sh, "f() { command eval 'f &'; command eval 'f &'; read x </tmp/hold; }; f & echo started")
+	if strings.TrimSpace(string(res.Stdout)) != "started" || res.ShellRestarted {
+		t.Fatalf("bomb: stdout %q restarted %v stderr %q", res.Stdout, res.ShellRestarted, tail(res.Stderr))
+	}
+	// Unless the bomb was fast enough to be caught at the end of its own
+	// command, wait until it has filled the jail.
+	later := !strings.Contains(string(res.Stderr), "limit of 48 processes")
+	t.Logf("the bomb filled the jail after its command: %v", later)
+	if later {
+		waitFor(t, func() bool { return sh.cg.forkRefusals() > sh.cg.refused })
+	}
+	res = mustRun(t, sh, "/bin/echo ok | cat", ExecOptions{Timeout: 10 * time.Second})
+	if res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != "ok" {
+		t.Fatalf("after the bomb filled the jail: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, tail(res.Stderr))
+	}
+	if later && !strings.Contains(string(res.Stderr), "limit of 48 processes") {
+		t.Errorf("the result does not say the leftovers were stopped: stderr %q", tail(res.Stderr))
+	}
+}
