@@ -26,7 +26,7 @@ type SessionCreateInput struct {
 type SessionView struct {
 	SessionID string        `json:"session_id" jsonschema:"pass it as session_id to every other tool"`
 	Name      string        `json:"name" jsonschema:"the session's label"`
-	State     string        `json:"state" jsonschema:"active, paused, archived (read-only) or deleted (tombstone)"`
+	State     string        `json:"state" jsonschema:"active, paused, archived (read-only) or deleted (its workspace and records are then removed; its usage records stay)"`
 	Mode      string        `json:"mode" jsonschema:"clone, bind or empty"`
 	Source    string        `json:"source" jsonschema:"what the workspace was made from"`
 	Ref       string        `json:"ref" jsonschema:"the requested branch, tag or commit"`
@@ -43,7 +43,7 @@ type SessionView struct {
 
 // SessionListInput is the input of session_list.
 type SessionListInput struct {
-	IncludeDeleted bool `json:"include_deleted,omitempty" jsonschema:"also list deleted sessions (tombstones)"`
+	IncludeDeleted bool `json:"include_deleted,omitempty" jsonschema:"also list sessions being deleted (a delete that could not remove their files; the next server start finishes it): deleted sessions are otherwise gone"`
 }
 
 // SessionListOutput is the output of session_list.

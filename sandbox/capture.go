@@ -5,6 +5,64 @@ import (
 	"fmt"
 )
 
+// statusCap bounds what the server holds of the status pipe during one
+// command. A record is the shell's `export -p` and two short lines; an
+// environment that large could not start a single program (execve allows a
+// few MiB in all and 128 KiB a variable). More than that is output the
+// shell wrote outside a command (an EXIT trap running `yes`): it goes to
+// the command's stdout, which is bounded, instead of the server's memory.
+const statusCap = 4 << 20
+
+// addStatus appends what the status pipe carried. Past twice statusCap it
+// moves all but the last statusCap bytes to stdout (a record comes last,
+// so the bytes kept still end with it); moving in halves keeps the cost
+// of the copy at one per byte.
+func (r *run) addStatus(j *jail, p []byte) {
+	r.status = append(r.status, p...)
+	if len(r.status) >= 2*statusCap {
+		extra := len(r.status) - statusCap
+		r.emitStdout(j, r.status[:extra])
+		r.status = append(r.status[:0], r.status[extra:]...)
+	}
+}
+
+// emitStdout adds b to the command's stdout as if the stdout pipe had
+// carried it.
+func (r *run) emitStdout(j *jail, b []byte) {
+	p := j.pipes[0]
+	p.mu.Lock() // as the stdout reader feeds the same buffer
+	defer p.mu.Unlock()
+	r.emit(b)
+}
+
+// keepExitOutput adds to the command's stdout what the shell wrote to its
+// own stdout, the status pipe, while it exited: dash undoes a command's
+// redirections before it runs the EXIT trap, so `trap 'echo bye' EXIT;
+// exit` prints "bye" there, after everything the command wrote to the
+// output pipes (which collect has taken) and where no record will follow.
+// Called once the shell is gone without a record. Nothing but the shell
+// writes on that pipe: a command cannot name it (see script).
+//
+// The one other thing a dead shell may have left there is the start of its
+// trailer's `export -p`, when a signal killed it in the middle (it never
+// runs an EXIT trap then): that is state, not output, and is dropped.
+func (r *run) keepExitOutput(j *jail) {
+	if r.recOK || len(r.status) == 0 {
+		return
+	}
+	out := r.status
+	if i := bytes.Index(out, []byte("W"+r.nonce+" ")); i >= 0 {
+		out = out[:i] // the start of the record
+	}
+	if j.exitCode > 128 && bytes.HasPrefix(out, []byte("export ")) {
+		return
+	}
+	if len(out) > 0 {
+		r.emitStdout(j, out)
+	}
+	r.status = nil
+}
+
 // capBuffer keeps the head and the tail of a stream and counts every byte,
 // so a command may print gigabytes without the server holding them.
 type capBuffer struct {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
 	"syscall"
 	"time"
 )
@@ -13,7 +12,8 @@ import (
 type run struct {
 	nonce  string
 	out    [2]*capBuffer
-	status []byte // what the status pipe carried since the command began
+	emit   func([]byte) // feeds out[0] and the caller's OnOutput
+	status []byte       // what the status pipe carried since the command began
 	rec    statusRecord
 	recOK  bool // rec holds the command's complete status record
 	// statusEOF: the status pipe ended, so the shell has exited (nothing
@@ -26,11 +26,11 @@ type run struct {
 // interrupt the wait, the pipe ended, or the jail is gone. Exec reads it
 // itself rather than through a goroutine: the goroutine that waits is the
 // one that wakes when the record arrives.
-func (r *run) readStatus(f *os.File) bool {
+func (r *run) readStatus(j *jail) bool {
 	var buf [4096]byte
 	for !r.recOK {
-		n, err := f.Read(buf[:])
-		r.status = append(r.status, buf[:n]...)
+		n, err := j.status.Read(buf[:])
+		r.addStatus(j, buf[:n])
 		if n > 0 && bytes.HasSuffix(r.status, []byte("X\n")) {
 			if rec, ok, _ := parseStatus(r.status, r.nonce); ok {
 				r.rec, r.recOK = rec, true
@@ -120,8 +120,12 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 			emit = func(p []byte) { buf.Write(p); cb(stream, p) }
 		}
 		j.pipes[i].drain(emit)
+		if i == 0 {
+			r.emit = emit
+		}
 	}
 	j.dropStaleStatus()
+	s.stopLeftoversAtLimit(j) // a bomb that filled the jail after its command
 
 	c := &ended{j: j, r: r, text: command, opts: opts, died: died, start: now()}
 	deadline := c.start.Add(timeout)
@@ -170,6 +174,9 @@ func (s *Shell) complete(c *ended, res Result) Result {
 	res.Duration = now().Sub(c.start)
 	died := c.died
 	res.ShellRestarted = res.ShellRestarted || died
+	if !res.ShellRestarted {
+		s.stopLeftoversAtLimit(j)
+	}
 	s.finish(j, r, opts.OnOutput)
 	for i, buf := range r.out {
 		if i == 0 {
@@ -285,6 +292,7 @@ func (s *Shell) wait(ctx context.Context, j *jail, r *run, deadline, detachAt ti
 	res.ShellRestarted = true
 	j.waitEOF(quiet)
 	r.collect(j)
+	r.keepExitOutput(j)
 	return res, false
 }
 
@@ -297,14 +305,12 @@ func (s *Shell) await(j *jail, r *run, deadline time.Time) bool {
 	if !j.alive() {
 		return r.readStatusNow(j)
 	}
-	return r.readStatus(j.status)
+	return r.readStatus(j)
 }
 
 // readStatusNow takes what a jail that has ended left in the status pipe.
 func (r *run) readStatusNow(j *jail) bool {
-	j.readNow(func(p []byte) {
-		r.status = append(r.status, p...)
-	})
+	j.readNow(func(p []byte) { r.addStatus(j, p) })
 	if rec, ok, _ := parseStatus(r.status, r.nonce); ok {
 		r.rec, r.recOK = rec, true
 	}
@@ -328,5 +334,6 @@ func (s *Shell) died(j *jail, r *run, res Result) Result {
 	r.collect(j)
 	res.ExitCode = j.exitCode
 	res.ShellRestarted = true
+	r.keepExitOutput(j)
 	return res
 }

@@ -228,7 +228,8 @@ func startJail(spec jailSpec) (*jail, error) {
 		cmd.SysProcAttr.CgroupFD = spec.cg.fd
 	}
 
-	j := &jail{cmd: cmd, stdin: inW, exited: make(chan struct{})}
+	// status is set before the goroutine below can read it (interruptStatus).
+	j := &jail{cmd: cmd, stdin: inW, status: statR, exited: make(chan struct{})}
 	started := make(chan error, 1)
 	// Pdeathsig fires when the thread that forked the child exits, not the
 	// process (golang/go#27505): this goroutine locks its thread and lives
@@ -293,7 +294,6 @@ func startJail(spec jailSpec) (*jail, error) {
 		return nil, fmt.Errorf("start jail: %w (run 'warren doctor')", infoErr)
 	}
 	j.initPID = pid
-	j.status = statR
 	j.statusDirty = true // what the init script might print is not a record
 	for i, f := range []*os.File{outR, errR} {
 		if j.pipes[i], err = newPipeReader(f); err != nil {

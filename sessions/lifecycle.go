@@ -74,7 +74,13 @@ const (
 // Create makes a session for user: prepares its workspace (clone, bind or
 // empty), records the audit base that session_diff compares against, and
 // stores it. The session is active; its shell starts on the first command.
+// On a full disk the error says so, without the server's paths.
 func (m *Manager) Create(ctx context.Context, user string, opts CreateOptions) (*Session, error) {
+	s, err := m.create(ctx, user, opts)
+	return s, workspace.FullDisk(err, "could not create the session")
+}
+
+func (m *Manager) create(ctx context.Context, user string, opts CreateOptions) (*Session, error) {
 	if m.cfg.DataDir == "" {
 		return nil, fmt.Errorf("create session: no data directory configured")
 	}
@@ -215,6 +221,9 @@ func (m *Manager) transition(ctx context.Context, s *Session, action string, to 
 	}
 	if !ok {
 		st, err := m.store.state(ctx, s.ID)
+		if errors.Is(err, ErrNotFound) && s.State() == StateDeleted {
+			st, err = StateDeleted, nil // its row went with it
+		}
 		if err != nil {
 			return err
 		}
@@ -327,8 +336,8 @@ func (m *Manager) Archive(ctx context.Context, user, id string) (*Session, error
 }
 
 // Delete removes the session's workspace (never a bound directory: that is
-// the user's own) and its audit repository, and keeps the row as a
-// tombstone. A running command is killed.
+// the user's own), its audit repository and home, then its rows (purge.go):
+// only its usage records stay. A running command is killed.
 func (m *Manager) Delete(ctx context.Context, user, id string) (*Session, error) {
 	s, err := m.Get(ctx, user, id)
 	if err != nil {
@@ -349,7 +358,12 @@ func (m *Manager) Delete(ctx context.Context, user, id string) (*Session, error)
 		}
 		errs = append(errs, forceRemove(m.auditDir(s.ID)), forceRemove(m.homeDir(s.ID)))
 		if err = errors.Join(errs...); err != nil {
-			err = fmt.Errorf("session %s is deleted, but removing its files failed: %w", s.ID, err)
+			// The row stays, in state deleted: the next server start
+			// tries again (PurgeDeleted).
+			err = fmt.Errorf("session %s is deleted, but removing its files failed (the next server start retries): %w", s.ID, err)
+		} else if perr := m.purge(ctx, s.ID); perr != nil {
+			err = fmt.Errorf("session %s is deleted and its files are gone, but removing its records failed "+
+				"(the next server start retries): %w", s.ID, perr)
 		}
 	}
 	unlock()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions/workspace/gittest"
 
 	"github.com/warrenhq/warren/sessions/workspace"
@@ -206,13 +207,15 @@ func TestLifecycleTransitions(t *testing.T) {
 	}
 	mu.Unlock()
 
-	// A restarted server sees the tombstone, and lists it only on request.
+	// Its row is gone: a restarted server does not know it at all.
 	m2 := newManager(t, openDB(t, data), Config{DataDir: data})
-	if list, _ := m2.List(ctx, "alice", false); len(list) != 0 {
-		t.Fatalf("deleted session listed: %+v", list)
+	for _, all := range []bool{false, true} {
+		if list, _ := m2.List(ctx, "alice", all); len(list) != 0 {
+			t.Fatalf("deleted session listed (with deleted ones: %v): %+v", all, list)
+		}
 	}
-	if list, _ := m2.List(ctx, "alice", true); len(list) != 1 || list[0].State != StateDeleted || list[0].EndedAt.IsZero() {
-		t.Fatalf("tombstone: %+v", list)
+	if _, err := m2.Get(ctx, "alice", s.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a deleted session after a restart: %v, want ErrNotFound", err)
 	}
 }
 
@@ -331,5 +334,40 @@ func TestParseAndFormatBytes(t *testing.T) {
 		if got := FormatBytes(n); got != want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// A session another process deleted (the CLI, rows and all) is deleted to
+// a running server too once it looks again: its shell stops, and tools say
+// it was deleted.
+func TestDeleteByAnotherProcessStopsTheShell(t *testing.T) {
+	ctx := context.Background()
+	data := jailData(t)
+	server := newManager(t, openDB(t, data), Config{DataDir: data})
+	s, err := server.Create(ctx, "alice", CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, run, err := server.OpenCommand(ctx, "alice", s.ID, "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Exec(ctx, "true", sandbox.ExecOptions{Timeout: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if !server.Running(s.ID) {
+		t.Fatal("the shell is not running after a command")
+	}
+	cli := newManager(t, openDB(t, data), Config{DataDir: data})
+	if _, err := cli.Delete(ctx, "alice", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	server.now = func() time.Time { return time.Now().Add(time.Hour) } // past the cache's recheck
+	_, _, err = server.OpenCommand(ctx, "alice", s.ID, "true")
+	if err == nil || !strings.Contains(err.Error(), "it was deleted") {
+		t.Fatalf("a command in a session another process deleted: %v, want \"it was deleted\"", err)
+	}
+	if server.Running(s.ID) {
+		t.Fatal("the deleted session's shell still runs")
 	}
 }

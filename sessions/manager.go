@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,6 +92,7 @@ type Manager struct {
 	known    map[string]*Session
 	defaults map[string]string
 	creating map[string]int // sessions being created, per owner
+	onDelete OnDeleteFunc   // purge.go
 
 	ops sync.Map // session id → *sync.Mutex serialising its lifecycle and audit
 	// makingDefault: owner and binding → *sync.Mutex serialising the
@@ -186,7 +188,13 @@ func (m *Manager) refresh(ctx context.Context, s *Session) error {
 	if fresh {
 		return nil
 	}
+	if s.State() == StateDeleted {
+		return nil // for good, and its row is gone
+	}
 	st, err := m.store.state(ctx, s.ID)
+	if errors.Is(err, ErrNotFound) {
+		st, err = StateDeleted, nil // deleted by another process, rows and all
+	}
 	if err != nil {
 		return err
 	}
@@ -422,7 +430,7 @@ func sameState(a, b sandbox.State) bool {
 }
 
 // List returns user's sessions without starting anything; deleted ones
-// (tombstones) only with withDeleted.
+// (whose rows could not be removed yet) only with withDeleted.
 func (m *Manager) List(ctx context.Context, user string, withDeleted bool) ([]Info, error) {
 	list, err := m.store.List(ctx, user, withDeleted)
 	if err != nil {

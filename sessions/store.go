@@ -51,7 +51,8 @@ const (
 	StatePaused State = "paused"
 	// StateArchived sessions are read-only and kept for the record.
 	StateArchived State = "archived"
-	// StateDeleted sessions have lost their workspace; the row is a tombstone.
+	// StateDeleted sessions have lost their workspace; their rows go next
+	// (purge.go), so a row stays in this state only while that is retried.
 	StateDeleted State = "deleted"
 )
 
@@ -209,8 +210,8 @@ func (st *Store) GetDefault(ctx context.Context, owner, key string) (*Session, e
 	return st.one(ctx, `SELECT `+columns+` FROM sessions WHERE owner = ? AND default_key = ?`, owner, key)
 }
 
-// List returns owner's sessions, oldest first; deleted ones (tombstones)
-// only with withDeleted.
+// List returns owner's sessions, oldest first; deleted ones (whose rows
+// could not be removed yet) only with withDeleted.
 func (st *Store) List(ctx context.Context, owner string, withDeleted bool) ([]*Session, error) {
 	q := `SELECT ` + columns + ` FROM sessions WHERE owner = ?`
 	if !withDeleted {

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // A connection that finds the database locked by another writer waits and
@@ -53,4 +58,21 @@ func busyWait(ctx context.Context, count int) bool {
 
 func busyDelay(i int) time.Duration {
 	return busyDelays[min(i, len(busyDelays)-1)] * time.Millisecond
+}
+
+// busy turns SQLite's bare "database is locked", which a statement
+// returns once busyWait gives up, into a coded error (busy) that says what
+// is busy and that the write did not happen: a statement that fails with
+// SQLITE_BUSY changed nothing, and the transaction around it is rolled
+// back by its caller. errors.Is still finds sqlite3.BUSY in it (sessions'
+// state saver retries on it).
+func (f fullDisk) busy(err error) error {
+	var coded *errs.Error
+	if errors.As(err, &coded) && coded.Code == errs.Busy {
+		return err // said already, by a statement below
+	}
+	return errs.Wrap(errs.Busy, err, fmt.Sprintf(
+		"the database is busy (another process holds a write lock on %s and kept it past %s): "+
+			"nothing was changed; retry",
+		filepath.Join(f.dir, "warren.db"), busyTimeout))
 }

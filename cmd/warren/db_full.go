@@ -31,7 +31,8 @@ import (
 // full disk: a write of SQLite pages failed with less than this left.
 const lowSpace = 1 << 20
 
-// fullDisk recognises the database's write failures on a full disk.
+// fullDisk recognises the database's write failures on a full disk, and
+// its lock held too long by another writer (db_busy.go).
 type fullDisk struct{ dir string }
 
 // check returns err, or a coded error saying that the disk holding the
@@ -39,6 +40,9 @@ type fullDisk struct{ dir string }
 func (f fullDisk) check(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, sqlite3.BUSY) {
+		return f.busy(err)
 	}
 	full := errors.Is(err, sqlite3.FULL) || errors.Is(err, syscall.ENOSPC)
 	if !full && !errors.Is(err, sqlite3.IOERR) {

@@ -13,15 +13,21 @@ import (
 )
 
 // Only a failure the disk explains becomes "the disk is full": the end of
-// rows, a busy database, and an I/O error on a disk with room pass as they
-// are, and SQLite's codes stay findable in what is returned.
+// rows and an I/O error on a disk with room pass as they are, a busy
+// database becomes "busy", and SQLite's codes stay findable in what is
+// returned.
 func TestFullDiskCheckLeavesOtherErrorsAlone(t *testing.T) {
 	dir := t.TempDir() // a disk with more than a MiB free
 	f := fullDisk{dir: dir}
-	for _, err := range []error{io.EOF, sqlite3.BUSY, sqlite3.IOERR_WRITE, errors.New("no such table: x")} {
+	for _, err := range []error{io.EOF, sqlite3.IOERR_WRITE, errors.New("no such table: x")} {
 		if got := f.check(err); got != err {
 			t.Errorf("check(%v) = %v, want it unchanged", err, got)
 		}
+	}
+	busy := f.check(fmt.Errorf("begin: %w", sqlite3.BUSY))
+	if errs.CodeOf(busy) != errs.Busy || !errors.Is(busy, sqlite3.BUSY) ||
+		!strings.Contains(busy.Error(), "the database is busy") || !strings.Contains(busy.Error(), "nothing was changed") {
+		t.Errorf("check(SQLITE_BUSY) = %v (code %s)", busy, errs.CodeOf(busy))
 	}
 	if f.check(nil) != nil {
 		t.Error("check(nil) is not nil")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -42,4 +43,68 @@ func TestBusyRetriesAreCounted(t *testing.T) {
 	if v := value(scrape(t, base, ""), "warren_sqlite_busy_retries_total"); v < 1 {
 		t.Fatalf("a write that waited for the lock left warren_sqlite_busy_retries_total at %v", v)
 	}
+}
+
+// A write that waits the whole busy timeout for a lock another process
+// holds fails with an error that says what is busy and that nothing was
+// written, never SQLite's bare "database is locked"; and indeed nothing
+// was: the task is not claimed, no usage was recorded.
+func TestBusyDatabaseSaysWhatAndKeepsNothing(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	warren(t, "task", "add", "--data-dir", data, "Wait for me")
+	c := serveStdio(t, "--data-dir", data)
+	c.ok("usage_record", map[string]any{"model": "gpt-4o", "input_tokens": 1, "output_tokens": 1})
+
+	ctx := context.Background()
+	db, err := openDB(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lock, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"task_claim", map[string]any{"task_id": "T-1"}},
+		{"usage_record", map[string]any{"model": "gpt-4o", "input_tokens": 5, "output_tokens": 5}},
+	} {
+		res := c.call(call.tool, call.args)
+		text := textOf(res)
+		if !res.IsError {
+			t.Fatalf("%s succeeded while another process held the database's write lock: %s", call.tool, text)
+		}
+		for _, want := range []string{"the database is busy", "another process holds a write lock on " + data + "/warren.db",
+			"nothing was changed", "retry"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: error %q does not say %q", call.tool, text, want)
+			}
+		}
+	}
+	if _, err := lock.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	var claims, usage int
+	if err := db.QueryRow(`SELECT count(*) FROM task_claims`).Scan(&claims); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM usage_records`).Scan(&usage); err != nil {
+		t.Fatal(err)
+	}
+	if claims != 0 || usage != 1 {
+		t.Fatalf("after the failed calls: %d claims, %d usage records; want 0 and 1 (nothing changed)", claims, usage)
+	}
+	task := c.ok("task_list", map[string]any{})
+	if s := fmt.Sprint(task); !strings.Contains(s, "open") || strings.Contains(s, "in_progress") {
+		t.Fatalf("the task changed: %v", task)
+	}
+	c.ok("task_claim", map[string]any{"task_id": "T-1"}) // and works once the lock is gone
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/events"
 	"github.com/warrenhq/warren/tasks"
 )
 
@@ -102,4 +104,29 @@ func releaseClaimsOnEnd(mgr *sessions.Manager, board *tasks.Board, log zerolog.L
 			log.Info().Int("claims", n).Str("session", id).Msg("released task claims of an ended session")
 		}
 	})
+}
+
+// purgeDeleted makes a deleted session's activity log go with it, and
+// removes at start what earlier versions (which kept tombstones), CLI
+// deletes (which run without the log) or a failed delete left behind.
+// Usage records stay: they are billing data.
+func purgeDeleted(ctx context.Context, mgr *sessions.Manager, activity *events.Log, log zerolog.Logger) {
+	mgr.SetOnDelete(activity.Forget)
+	if n, err := mgr.PurgeDeleted(ctx); err != nil {
+		log.Warn().Err(err).Msg("remove deleted sessions")
+	} else if n > 0 {
+		log.Info().Int("sessions", n).Msg("removed deleted sessions kept by an earlier version")
+	}
+	n, err := activity.Sweep(ctx, func(ctx context.Context, id string) (bool, error) {
+		_, err := mgr.Store().Owner(ctx, id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		log.Warn().Err(err).Msg("remove the activity logs of deleted sessions")
+	} else if n > 0 {
+		log.Info().Int("sessions", n).Msg("removed the activity logs of deleted sessions")
+	}
 }

@@ -85,6 +85,7 @@ type Log struct {
 	pending  []Event                  // appended, not yet handed to the writer
 	inflight []Event                  // being written; still read from memory
 	signals  map[string]chan struct{} // closed when a session gets an event
+	gone     map[string]bool          // sessions forgotten (forget.go)
 	closed   bool
 
 	// writeMu serialises writes (the writer's, and Append's after Close)
@@ -111,7 +112,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{db: db, max: opts.MaxEvents, now: opts.Now, log: opts.Log,
-		next: map[string]int64{}, lastAt: map[string]time.Time{}, trimmed: map[string]int64{}, signals: map[string]chan struct{}{},
+		next: map[string]int64{}, lastAt: map[string]time.Time{}, trimmed: map[string]int64{}, signals: map[string]chan struct{}{}, gone: map[string]bool{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{})}
 	if l.max <= 0 {
 		l.max = DefaultMaxEvents
@@ -135,6 +136,10 @@ func (l *Log) Append(e Event) Event {
 		e.At = l.now()
 	}
 	l.mu.Lock()
+	if l.isGone(e.Session) {
+		l.mu.Unlock()
+		return e // its log was removed with it: nothing is kept
+	}
 	if _, ok := l.next[e.Session]; !ok {
 		// The session's first event since the start: read where its log
 		// stands, outside the lock that every appender takes.
@@ -327,7 +332,15 @@ func (l *Log) write(batch []Event) error {
 	}
 	defer insert.Close()
 	last := map[string]int64{}
+	l.mu.Lock()
+	live := batch[:0:0]
 	for _, e := range batch {
+		if !l.isGone(e.Session) {
+			live = append(live, e)
+		}
+	}
+	l.mu.Unlock()
+	for _, e := range live {
 		if _, err := insert.ExecContext(ctx, e.Session, e.Seq, e.At.UnixMilli(), e.Kind, e.Call, e.Tool, e.Client, e.Console,
 			e.Summary, e.Stream, e.Text, e.IsError, e.DurationMS); err != nil {
 			return fmt.Errorf("write session events: %w", err)

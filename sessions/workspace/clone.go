@@ -181,5 +181,8 @@ func cloneError(ctx context.Context, o origin, err error) error {
 	if errors.Is(err, transport.ErrRepositoryNotFound) {
 		return invalid("could not clone %s: no repository there", o.shown)
 	}
+	if noSpace(err) {
+		return FullDisk(err, "could not clone "+o.shown)
+	}
 	return invalid("could not clone %s: %v", o.shown, err)
 }
