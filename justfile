@@ -49,7 +49,7 @@ bench: deps
 
 # Run every benchmark that has a target, print each ratio to its floor, and fail when one is missed (targets: cmd/benchcheck).
 bench-check: deps
-    go test -run '^$' -bench 'AgainstFloors|ExecBuiltin|ExecExternal|ToolRoundTrip|ObsOverhead' -benchtime 2000x ./sandbox/ ./cmd/warren/ ./agent/ | grep -v '^ *e2e_helpers_test' | go run ./cmd/benchcheck
+    go test -run '^$' -bench 'AgainstFloors|ExecBuiltin|ExecExternal|ToolRoundTrip|ObsOverhead|IdleRSS' -benchtime 2000x ./sandbox/ ./cmd/warren/ ./agent/ | grep -v '^ *e2e_helpers_test' | go run ./cmd/benchcheck
 
 # Benchmark the MCP server against its floors (bare mcp-go server, bare jailed sh), measured in the same run.
 bench-mcp: deps
