@@ -2,6 +2,8 @@ package main
 
 import (
 	"debug/elf"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,5 +94,29 @@ func TestGoBuildWithoutVCSSaysHowToVersion(t *testing.T) {
 	out, _ := exec.Command(bin, "--version").Output()
 	if want := "'just build', or 'go build -buildvcs=true' in a git checkout, names the commit"; !strings.Contains(string(out), want) {
 		t.Errorf("GOFLAGS=-buildvcs=false go build; warren --version = %q, want %q in it", out, want)
+	}
+}
+
+// 'warren chat doctor' that cannot start names the config file it means
+// by its path: with no model configured, and when the endpoint refuses
+// the key.
+func TestChatDoctorNamesTheConfigFile(t *testing.T) {
+	data := t.TempDir()
+	cfgPath := filepath.Join(data, "config.json")
+	t.Setenv("WARREN_MODEL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	if out := warrenFails(t, "chat", "doctor", "--data-dir", data); !strings.Contains(out, "agent.model in "+cfgPath) {
+		t.Errorf("chat doctor with no model: %q, want the config's path %s", out, cfgPath)
+	}
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`))
+	}))
+	defer refuse.Close()
+	t.Setenv("OPENAI_API_KEY", "sk-wrong")
+	out := warrenFails(t, "chat", "doctor", "--data-dir", data, "--model", "gpt-4o", "--base-url", refuse.URL+"/v1")
+	if !strings.Contains(out, "401") || !strings.Contains(out, "the config file is "+cfgPath) {
+		t.Errorf("chat doctor refused by the endpoint: %q, want the 401 and the config's path %s", out, cfgPath)
 	}
 }
