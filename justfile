@@ -8,7 +8,7 @@ bin := "bin/warren"
 default:
     @just --list
 
-# Install what the jails and tests need when it is missing (Debian; asks apt as root).
+# Install what serving needs when it is missing: bubblewrap, nothing else (Debian; asks apt as root).
 deps:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -16,47 +16,52 @@ deps:
       if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap;
       else echo "bubblewrap is missing: run 'sudo apt-get install -y bubblewrap'" >&2; exit 1; fi
     fi
-    if ! command -v git >/dev/null; then
-      if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq git;
-      else echo "git is missing: run 'sudo apt-get install -y git'" >&2; exit 1; fi
-    fi
-    if ! command -v chromium >/dev/null; then
-      if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-liberation;
-      else echo "chromium (the console's browser tests) is missing: run 'sudo apt-get install -y --no-install-recommends chromium fonts-liberation'" >&2; exit 1; fi
+
+# Install what the tests need besides: git (test repositories), curl (the network tests run it in jails), Chromium (the console's browser tests).
+test-deps: deps
+    #!/usr/bin/env bash
+    set -euo pipefail
+    missing=()
+    command -v git >/dev/null || missing+=(git)
+    command -v curl >/dev/null || missing+=(curl ca-certificates)
+    command -v chromium >/dev/null || missing+=(chromium fonts-liberation)
+    if [ ${#missing[@]} -gt 0 ]; then
+      if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}";
+      else echo "the tests need ${missing[*]}: run 'sudo apt-get install -y --no-install-recommends ${missing[*]}'" >&2; exit 1; fi
     fi
 
-# Build the warren binary into bin/.
-build:
-    go build -trimpath -ldflags "-X main.version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o {{bin}} ./cmd/warren
+# Build the warren binary (bin/warren unless told): static, stripped, the version from git.
+build out=bin:
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o {{out}} ./cmd/warren
 
 # Serve the current directory over MCP on stdio with embedded defaults.
 serve *ARGS: deps build
     ./{{bin}} serve {{ if ARGS == "" { "stdio --workspace ." } else { ARGS } }}
 
 # Run every test against real jails, SQLite and git (the console's in headless Chromium).
-test: deps
+test: test-deps
     just conformance
     just web-check
-    go test -count=1 -timeout 20m ./...
+    CGO_ENABLED=0 go test -trimpath -count=1 -timeout 20m ./...
 
 # Run the official MCP conformance suite, 0.1.16 and the newest published, against `serve http --auth none` (installs Node 22 into bin/).
-conformance: deps
+conformance: test-deps
     ./mcp/conformance/run.sh
 
 # Run the sandbox benchmarks (the Shell against a raw jailed sh).
-bench: deps
+bench: test-deps
     go test -run '^$' -bench . -benchtime 2000x ./sandbox/
 
 # Run every benchmark that has a target, print each ratio to its floor, and fail when one is missed (targets: cmd/benchcheck).
-bench-check: deps
-    go test -run '^$' -bench 'AgainstFloors|ExecBuiltin|ExecExternal|ToolRoundTrip|ObsOverhead' -benchtime 2000x ./sandbox/ ./cmd/warren/ ./agent/ | grep -v '^ *e2e_helpers_test' | go run ./cmd/benchcheck
+bench-check: test-deps
+    go test -run '^$' -bench 'AgainstFloors|ExecBuiltin|ExecExternal|ToolRoundTrip|ObsOverhead|IdleRSS' -benchtime 2000x ./sandbox/ ./cmd/warren/ ./agent/ | grep -v '^ *e2e_helpers_test' | go run ./cmd/benchcheck
 
 # Benchmark the MCP server against its floors (bare mcp-go server, bare jailed sh), measured in the same run.
-bench-mcp: deps
+bench-mcp: test-deps
     go test -run '^$' -bench . -benchtime 2000x ./cmd/warren/
 
 # 200 sessions each running a command at once: shell_exec p50/p95, server RSS, memory per idle jail.
-bench-sessions: deps
+bench-sessions: test-deps
     go test -run '^$' -bench Sessions200 -benchtime 1x ./cmd/warren/
 
 # Task board: claim and update p50 on a board of 1,000 tasks and 1 MB, against the 5 ms target (fails when over).
@@ -83,7 +88,7 @@ web-watch: build
     (cd web && node build.mjs --watch) & ./{{bin}} serve http --console-dir web/dist
 
 # Run the console's browser tests (headless Chromium) and rewrite the screenshots in docs/console/.
-web-screenshots: deps web-build
+web-screenshots: test-deps web-build
     WARREN_SCREENSHOTS=docs/console go test -count=1 -run 'TestConsole' ./cmd/warren/
 
 # gofmt and go vet must be clean.

@@ -40,7 +40,7 @@ type Client struct {
 	// Sleep waits; tests make it instant. nil means a context-aware sleep.
 	Sleep func(ctx context.Context, d time.Duration) error
 
-	api    *openai.Client
+	api    *openai.ChatCompletionService
 	apiFor string // the BaseURL and key api was made for
 	// tools are the converted toolsFor (the same slice, not a copy: the
 	// agent's offered tools do not change in place).
@@ -66,7 +66,7 @@ func (c *Client) Chat(ctx context.Context, req Request, onText func(string)) (Re
 }
 
 // client returns the openai-go client, made once per endpoint and key.
-func (c *Client) client() *openai.Client {
+func (c *Client) client() *openai.ChatCompletionService {
 	key := c.BaseURL + "\x00" + c.APIKey
 	if c.api == nil || c.apiFor != key {
 		opts := []option.RequestOption{option.WithBaseURL(c.BaseURL), option.WithAPIKey(c.APIKey),
@@ -74,7 +74,7 @@ func (c *Client) client() *openai.Client {
 		if c.HTTP != nil {
 			opts = append(opts, option.WithHTTPClient(c.HTTP))
 		}
-		api := openai.NewClient(opts...)
+		api := openai.NewChatCompletionService(opts...)
 		c.api, c.apiFor = &api, key
 	}
 	return c.api
@@ -96,11 +96,11 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 		var resp Response
 		var err error
 		if stream {
-			resp, err = readStream(c.client().Chat.Completions.NewStreaming(ctx, params, opts...), onText)
+			resp, err = readStream(c.client().NewStreaming(ctx, params, opts...), onText)
 			resp.Streamed = !x.plain
 		} else {
 			var cc *openai.ChatCompletion
-			if cc, err = c.client().Chat.Completions.New(ctx, params, opts...); err == nil {
+			if cc, err = c.client().New(ctx, params, opts...); err == nil {
 				resp, err = readCompletion(cc)
 				if err == nil && onText != nil && resp.Message.Content != "" {
 					onText(resp.Message.Content)

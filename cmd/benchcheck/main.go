@@ -57,6 +57,10 @@ func targets() map[string]*target {
 		// tool's time) against the 2 ms target of issue 12. An absolute
 		// target, unlike the floors: the 2 ms are the budget itself.
 		"agent-overhead/2ms": {max: 1.0, why: "agent's own time per tool round trip vs 2 ms"},
+		// cmd/warren BenchmarkIdleRSS: VmRSS of an idle 'serve stdio' after
+		// initialize and tools/list, median of 5, against 35 MB. Absolute,
+		// like the agent's: memory does not drift with the machine's load.
+		"idle-rss/35MB": {max: 1.0, why: "VmRSS of an idle serve stdio vs 35 MB"},
 	}
 }
 

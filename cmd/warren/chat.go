@@ -90,10 +90,10 @@ func modelOf(c *cli.Context, cfg *config) (model, baseURL, key string, err error
 		key = cfg.Agent.APIKey
 	}
 	if model == "" {
-		return "", "", "", cli.Exit("no model: pass --model NAME or set agent.model in the config file", exitUsage)
+		return "", "", "", cli.Exit("no model: pass --model NAME or set agent.model in "+cfg.path, exitUsage)
 	}
 	if key == "" && baseURL == defaultBaseURL {
-		return "", "", "", cli.Exit("no API key: set OPENAI_API_KEY or agent.api_key in the config file", exitUsage)
+		return "", "", "", cli.Exit("no API key: set OPENAI_API_KEY or agent.api_key in "+cfg.path, exitUsage)
 	}
 	return model, baseURL, key, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -120,6 +121,11 @@ func runChatDoctor(c *cli.Context) error {
 	defer cancel()
 	p, err := provider.Probe(ctx, provider.Client{BaseURL: baseURL, APIKey: key}, model)
 	if err != nil {
+		var st *provider.StatusError
+		if errors.As(err, &st) && (st.Status == 401 || st.Status == 403) {
+			// The provider's advice names "the config file": say which.
+			return cli.Exit(err.Error()+"; the config file is "+cfg.path, exitError)
+		}
 		return cli.Exit(err.Error(), exitError)
 	}
 	if err := st.SaveProfile(c.Context, p); err != nil {

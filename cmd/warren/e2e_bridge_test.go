@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,23 +35,9 @@ func TestDesktopBridgeReachesARemoteServer(t *testing.T) {
 	}
 }
 
-// installBridge installs the pinned mcp-remote under bin/bridge (once; CI
-// has npm) and returns its command.
+// installBridge installs the pinned mcp-remote under bin/ (once; CI has
+// npm) and returns its command.
 func installBridge(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "bin", "bridge-"+bridgeVersion)
-	bin := filepath.Join(dir, "node_modules", ".bin", "mcp-remote")
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	out, err := exec.Command("npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", dir,
-		"mcp-remote@"+bridgeVersion).CombinedOutput()
-	if err != nil {
-		t.Fatalf("npm install mcp-remote@%s (the tests need npm and the npm registry): %v\n%s", bridgeVersion, err, out)
-	}
-	return bin
+	return installNPM(t, "bridge", "mcp-remote@"+bridgeVersion, "mcp-remote")
 }

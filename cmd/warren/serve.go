@@ -203,6 +203,7 @@ func runServeStdio(c *cli.Context) error {
 	}
 	in, restore := pollableStdin(os.Stdin)
 	defer restore()
+	go trimWhenIdle(ctx)
 	err = svc.server.ServeStdio(ctx, in, os.Stdout, user)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		// SIGTERM or Ctrl-C: asked to stop, not a failure (exit status 0,
@@ -303,6 +304,7 @@ func runServeHTTP(c *cli.Context) error {
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	go trimWhenIdle(ctx)
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {

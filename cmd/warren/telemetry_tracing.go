@@ -8,8 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
+	"github.com/warrenhq/warren/cmd/warren/otlp"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -26,7 +26,7 @@ import (
 // JSON-RPC) or none; unset, traces are on when an OTLP endpoint is named
 // (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). The
 // OTLP exporter reads its other settings (headers, timeout, TLS) from the
-// same environment. Sampling follows OTEL_TRACES_SAMPLER, parent-based by
+// same environment (package otlp). Sampling follows OTEL_TRACES_SAMPLER, parent-based by
 // default, so a client's sampled traceparent is honoured.
 func setupTracing(log zerolog.Logger) (func(context.Context) error, error) {
 	kind := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")))
@@ -47,7 +47,11 @@ func setupTracing(log zerolog.Logger) (func(context.Context) error, error) {
 			return nil, cli.Exit(fmt.Sprintf("OTEL_EXPORTER_OTLP_PROTOCOL %q: warren exports traces over http/protobuf only; "+
 				"point OTEL_EXPORTER_OTLP_ENDPOINT at the collector's HTTP port (usually 4318) and unset the protocol", proto), 2)
 		}
-		exp, err = otlptracehttp.New(context.Background())
+		var cfg otlp.Config
+		if cfg, err = otlp.FromEnv(); err != nil {
+			return nil, cli.Exit(err.Error(), 2)
+		}
+		exp = otlp.New(cfg)
 	case "console":
 		exp, err = stdouttrace.New(stdouttrace.WithWriter(os.Stderr))
 	default:

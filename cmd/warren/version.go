@@ -11,18 +11,24 @@ var version = ""
 
 // buildVersion says which warren this is: the module version for
 // `go install …@v1.2.3`, otherwise the git commit the binary was built from
-// (with "+dirty" when the tree had uncommitted changes), and "dev" only when
-// the toolchain recorded neither (go run, or -buildvcs=false).
+// (with "+dirty" when the tree had uncommitted changes), and "dev" with how
+// to get a real version only when the toolchain recorded neither (go run,
+// a build outside a git checkout, or GOFLAGS=-buildvcs=false, which some
+// machines set in their go env).
 func buildVersion() string {
 	if version != "" {
 		return version
 	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "dev"
+		return unversioned
 	}
 	return versionFrom(bi)
 }
+
+// unversioned is the version of a binary built with no version control
+// information: it says so, and how to build one that names its commit.
+const unversioned = "dev (built without version control information: 'just build', or 'go build -buildvcs=true' in a git checkout, names the commit)"
 
 func versionFrom(bi *debug.BuildInfo) string {
 	if v := bi.Main.Version; v != "" && v != "(devel)" {
@@ -41,7 +47,7 @@ func versionFrom(bi *debug.BuildInfo) string {
 		}
 	}
 	if rev == "" {
-		return "dev"
+		return unversioned
 	}
 	if len(rev) > 12 {
 		rev = rev[:12]

@@ -15,7 +15,7 @@ func TestVersionFromBuildInfo(t *testing.T) {
 		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
 			{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.time", Value: "2026-11-26T01:00:00Z"},
 			{Key: "vcs.modified", Value: "true"}}}, "dev-0123456789ab+dirty (2026-11-26T01:00:00Z)"},
-		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "dev"},
+		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, unversioned},
 	}
 	for _, c := range cases {
 		if got := versionFrom(&c.bi); got != c.want {

@@ -50,4 +50,24 @@ for v in "${suite_versions[@]}"; do
   fi
   stop_server
 done
+
+# README's "Try it on this machine": the MCP Inspector's command line against
+# 'serve stdio', exactly as documented (the version pinned there).
+inspector_version=2.12.0
+if [ ! -x "$cache/inspector-$inspector_version/node_modules/.bin/mcp-inspector" ]; then
+  PATH="$node_bin:$PATH" npm install --silent --no-audit --no-fund --prefix "$cache/inspector-$inspector_version" \
+    "@modelcontextprotocol/inspector@$inspector_version"
+fi
+inspector() {
+  PATH="$node_bin:$PATH" "$cache/inspector-$inspector_version/node_modules/.bin/mcp-inspector" --cli \
+    ./bin/warren serve stdio --workspace "$work/try" --data-dir "$work/data-try" "$@" 2>"$work/inspector.log"
+}
+mkdir -p "$work/try" && echo hello >"$work/try/readme.txt"
+if ! inspector --method tools/list | grep -q '"name": "shell_exec"'; then
+  echo "inspector: tools/list did not list shell_exec" >&2; cat "$work/inspector.log" >&2; status=1
+fi
+if ! inspector --method tools/call --tool-name shell_exec --tool-arg 'command=ls; pwd' | grep -q '/workspace'; then
+  echo "inspector: shell_exec 'ls; pwd' did not answer from /workspace" >&2; cat "$work/inspector.log" >&2; status=1
+fi
+[ $status = 0 ] && echo "inspector $inspector_version: tools/list and shell_exec ok"
 exit $status
