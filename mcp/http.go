@@ -95,7 +95,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	for _, p := range []string{"/register", "/authorize", "/token"} {
 		mux.HandleFunc(p, noOAuth)
 	}
-	endpoint := s.owners.requireOwnSession(readBody(opts.BodyTimeout, s.modernCompat(streamable)))
+	endpoint := s.owners.requireOwnSession(readBody(opts.BodyTimeout, s.modernCompat(gzipJSON(streamable))))
 	authed := s.authenticate(opts, endpoint)
 	if opts.Console != nil {
 		authed = opts.Console.MCP(authed, endpoint)

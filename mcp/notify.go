@@ -42,15 +42,19 @@ func (d *deps) notify(ctx context.Context, level mcp.LoggingLevel, message strin
 	switch {
 	case session == nil || (modern && info.LogLevel != ""):
 		// 2026-07-28: the request says which level it wants; mcp-go decides.
-		err = d.notes.srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, clientLogger, data))
+		err = afterFlush(ctx, func() error {
+			return d.notes.srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, clientLogger, data))
+		})
 	case modern:
 		// A 2026-07-28 request that names no level gets messages only if its
 		// client asked with logging/setLevel (the Go SDK does; the revision
 		// moved the level into each request): over stdio for the session,
 		// over HTTP, where this revision has no sessions, for the user.
 		if chosen, ok := d.clientLevels.chosen(session.SessionID(), UserFrom(ctx)); ok && level.ShouldSendTo(chosen) {
-			err = d.notes.srv.SendNotificationToClient(ctx, "notifications/message",
-				map[string]any{"level": level, "logger": clientLogger, "data": data})
+			err = afterFlush(ctx, func() error {
+				return d.notes.srv.SendNotificationToClient(ctx, "notifications/message",
+					map[string]any{"level": level, "logger": clientLogger, "data": data})
+			})
 		}
 	case level.ShouldSendTo(d.clientLevels.of(session.SessionID())):
 		// Earlier revisions: the level the client set, or warnings by
