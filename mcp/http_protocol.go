@@ -40,7 +40,7 @@ func (s *Server) modernCompat(next http.Handler) http.Handler {
 			return
 		}
 		body, err := peekBody(r)
-		if err != nil {
+		if err != nil || len(body) > maxCompatBody {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -68,6 +68,10 @@ func (s *Server) modernCompat(next http.Handler) http.Handler {
 		}
 	})
 }
+
+// maxCompatBody: a notification or a logging/setLevel is small; larger
+// bodies (write_file's contents) go to mcp-go without one more parse.
+const maxCompatBody = 64 << 10
 
 // setUserLevel answers logging/setLevel on the 2026-07-28 revision: the
 // level is kept for the request's user.
