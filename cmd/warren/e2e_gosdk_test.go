@@ -239,3 +239,82 @@ func TestHTTPCancelReachesOnlyTheCallersOwnCall(t *testing.T) {
 		t.Fatalf("another user's notifications/cancelled cut alice's call: %s", b)
 	}
 }
+
+// TestStdioEnvelopedSetLevelIsHonoured: a 2026-07-28 client over stdio
+// that sends logging/setLevel with the revision's envelope (mcp-go alone
+// answers "removed in this revision") gets its level, and then
+// notifications/message for requests that name no level of their own.
+func TestStdioEnvelopedSetLevelIsHonoured(t *testing.T) {
+	needJail(t)
+	cmd := exec.Command(warrenBin, "serve", "stdio", "--data-dir", jailDir(t))
+	cmd.Stderr = newTestLog(t, "server: ")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	lines := make(chan map[string]any, 100)
+	go func() {
+		dec := json.NewDecoder(stdout)
+		for {
+			var m map[string]any
+			if dec.Decode(&m) != nil {
+				close(lines)
+				return
+			}
+			lines <- m
+		}
+	}()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	var logs []string
+	// send writes a request and returns its response; notifications read
+	// meanwhile are kept.
+	send := func(id int, method, params string) map[string]any {
+		t.Helper()
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s%s}}`+"\n", id, method, meta, params)
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case m, ok := <-lines:
+				if !ok {
+					t.Fatalf("%s: the server closed stdout", method)
+				}
+				if m["method"] == "notifications/message" {
+					b, _ := json.Marshal(m["params"])
+					logs = append(logs, string(b))
+				}
+				if fmt.Sprint(m["id"]) == fmt.Sprint(id) {
+					return m
+				}
+			case <-timeout:
+				t.Fatalf("%s: no response", method)
+			}
+		}
+	}
+	// A client of this revision starts with server/discover.
+	if r := send(0, "server/discover", ""); r["error"] != nil {
+		t.Fatalf("server/discover: %v", r["error"])
+	}
+	if r := send(1, "logging/setLevel", `,"level":"info"`); r["error"] != nil {
+		t.Fatalf("logging/setLevel: %v", r["error"])
+	}
+	call := `,"name":"shell_exec","arguments":{"command":%q}`
+	send(2, "tools/call", fmt.Sprintf(call, "true"))
+	out := send(3, "tools/call", fmt.Sprintf(call, "kill -9 $$"))
+	out2 := send(4, "tools/call", fmt.Sprintf(call, "echo alive"))
+	if b, _ := json.Marshal([]any{out, out2}); !strings.Contains(string(b), "restarted") {
+		t.Fatalf("the shell was not restarted: %s", b)
+	}
+	// Notifications may follow their call's response: one more call.
+	send(5, "tools/call", fmt.Sprintf(call, "true"))
+	if !strings.Contains(strings.Join(logs, "\n"), "restarted") {
+		t.Fatalf("no notification that the shell restarted; messages: %q", logs)
+	}
+}
