@@ -99,7 +99,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	for _, p := range []string{"/register", "/authorize", "/token"} {
 		mux.HandleFunc(p, noOAuth)
 	}
-	endpoint := s.owners.requireOwnSession(readBody(opts.BodyTimeout, streamable))
+	endpoint := s.owners.requireOwnSession(readBody(opts.BodyTimeout, s.modernCompat(gzipJSON(streamable))))
 	authed := s.authenticate(opts, endpoint)
 	if opts.Console != nil {
 		if opts.Tokens == nil {

@@ -12,7 +12,10 @@ import (
 // capability): what a client should know that is not the answer to its
 // call, such as a shell that died and was restarted, or a usage threshold
 // that stops commands. A client chooses the least severe level it wants with
-// logging/setLevel; until it does, it gets warnings and worse.
+// logging/setLevel; until it does, it gets warnings and worse. On the
+// 2026-07-28 revision a request names its level in _meta and gets nothing
+// without one, unless its client set a level with logging/setLevel (which
+// warren honours in every revision).
 
 // clientLogger names warren in the notifications it sends.
 const clientLogger = "warren"
@@ -34,10 +37,26 @@ func (d *deps) notify(ctx context.Context, level mcp.LoggingLevel, message strin
 	}
 	var err error
 	session := server.ClientSessionFromContext(ctx)
-	if info := server.RequestProtocolInfoFromContext(ctx); (info != nil && info.Modern) || session == nil {
+	info := server.RequestProtocolInfoFromContext(ctx)
+	modern := info != nil && info.Modern
+	switch {
+	case session == nil || (modern && info.LogLevel != ""):
 		// 2026-07-28: the request says which level it wants; mcp-go decides.
-		err = d.notes.srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, clientLogger, data))
-	} else if level.ShouldSendTo(d.clientLevels.of(session.SessionID())) {
+		err = afterFlush(ctx, func() error {
+			return d.notes.srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, clientLogger, data))
+		})
+	case modern:
+		// A 2026-07-28 request that names no level gets messages only if its
+		// client asked with logging/setLevel (the Go SDK does; the revision
+		// moved the level into each request): over stdio for the session,
+		// over HTTP, where this revision has no sessions, for the user.
+		if chosen, ok := d.clientLevels.chosen(session.SessionID(), UserFrom(ctx)); ok && level.ShouldSendTo(chosen) {
+			err = afterFlush(ctx, func() error {
+				return d.notes.srv.SendNotificationToClient(ctx, "notifications/message",
+					map[string]any{"level": level, "logger": clientLogger, "data": data})
+			})
+		}
+	case level.ShouldSendTo(d.clientLevels.of(session.SessionID())):
 		// Earlier revisions: the level the client set, or warnings by
 		// default. mcp-go's own default (errors only, reset when a stdio
 		// client initializes) would hide every warning warren sends.
@@ -57,10 +76,33 @@ func (c *clientLevels) set(ctx context.Context, _ any, req *mcp.SetLevelRequest,
 	}
 }
 
+// setUser keeps the level a user set on the sessionless 2026-07-28
+// revision over HTTP (http_protocol.go). One entry per user.
+func (c *clientLevels) setUser(user string, level mcp.LoggingLevel) {
+	c.m.Store(userLevelKey(user), level)
+}
+
+// userLevelKey never collides with a session id.
+func userLevelKey(user string) string { return "user\x00" + user }
+
+// chosen returns the level a client set with logging/setLevel: its
+// session's, or, without a session (HTTP on 2026-07-28), its user's.
+func (c *clientLevels) chosen(session, user string) (mcp.LoggingLevel, bool) {
+	key := session
+	if key == "" {
+		key = userLevelKey(user)
+	}
+	v, ok := c.m.Load(key)
+	if !ok {
+		return "", false
+	}
+	return v.(mcp.LoggingLevel), true
+}
+
 // of returns the level a client set, or defaultClientLevel.
 func (c *clientLevels) of(session string) mcp.LoggingLevel {
-	if v, ok := c.m.Load(session); ok {
-		return v.(mcp.LoggingLevel)
+	if v, ok := c.chosen(session, ""); ok && session != "" {
+		return v
 	}
 	return defaultClientLevel
 }

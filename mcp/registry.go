@@ -50,7 +50,7 @@ type deps struct {
 }
 
 func allTools(d *deps) []Tool {
-	return plainOutputSchemas([]Tool{
+	return plainSchemas([]Tool{
 		shellExec(d), shellWait(d), shellKill(d),
 		readFile(d), writeFile(d), editFile(d),
 		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d), sessionWatch(d), sessionNetworkLog(d),

@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -71,5 +72,46 @@ func TestSelectTools(t *testing.T) {
 	}
 	if got, _ := selectTools(all, nil); len(got) != len(all) {
 		t.Fatal("no toolsets should mean all")
+	}
+}
+
+// TestInputSchemasHaveNoNullableTypes: a type array with "null" in any
+// tool's input schema (["null","object"], which Go pointers produce) is
+// what strict clients and the MCP Inspector warn about as unportable. An
+// optional argument is a plain type left out of required.
+func TestInputSchemasHaveNoNullableTypes(t *testing.T) {
+	var walk func(tool, at string, v any)
+	walk = func(tool, at string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if types, ok := x["type"].([]any); ok {
+				for _, ty := range types {
+					if ty == "null" {
+						t.Errorf("%s: input schema %s has type %v: make it a plain optional field", tool, at, types)
+					}
+				}
+			}
+			for k, e := range x {
+				walk(tool, at+"/"+k, e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(tool, fmt.Sprintf("%s/%d", at, i), e)
+			}
+		}
+	}
+	for _, tool := range Registry() {
+		raw, err := json.Marshal(tool.Tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["inputSchema"] == nil {
+			t.Errorf("%s: no input schema", tool.Tool.Name)
+		}
+		walk(tool.Tool.Name, "#", m["inputSchema"])
 	}
 }

