@@ -75,6 +75,8 @@ type Board struct {
 	// beforeWrite, when set by tests, runs after the new file is rendered
 	// and before it replaces the old one: the moment a hand edit races us.
 	beforeWrite func()
+	// settle is settleTime; tests that never write in place set it to 0.
+	settle time.Duration
 	// write replaces the file; tests swap it to make writes fail.
 	write func(l location, d *fileDir, data []byte, was current) (string, error)
 }
@@ -106,7 +108,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Board, error) {
 		return nil, err
 	}
 	b := &Board{db: db, path: path, loc: loc, now: opts.Now, lease: opts.Lease, coalesce: opts.Coalesce,
-		write: location.write, lockFD: -1}
+		write: location.write, lockFD: -1, settle: settleTime}
 	if b.now == nil {
 		b.now = time.Now
 	}

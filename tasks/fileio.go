@@ -49,6 +49,16 @@ type location struct {
 	dirs  []string // directories between root and the file
 	name  string   // the file's name
 	shown string   // the path for messages
+	// step, set only by tests, runs between the steps of a sync (see
+	// Board.step): the moments a hand edit or a change can race a write.
+	step func(name string)
+}
+
+// at runs the test hook of a step; nil in production.
+func (l location) at(name string) {
+	if l.step != nil {
+		l.step(name)
+	}
 }
 
 func newLocation(root, path string) (location, error) {
@@ -267,6 +277,7 @@ func (l location) write(d *fileDir, data []byte, was current) (string, error) {
 	if now.exists != was.exists || !bytes.Equal(now.raw, was.raw) {
 		return "", errFileChanged
 	}
+	l.at("reread")
 	// A new file is created like any program creates one: 0666 under
 	// the umask or the directory's default ACL. A replaced one keeps its
 	// mode, owner and ACL.
@@ -311,6 +322,7 @@ func (l location) write(d *fileDir, data []byte, was current) (string, error) {
 	}()
 	var st unix.Stat_t
 	if err == nil {
+		l.at("temp")
 		// The last look before the rename: a hand edit since the read
 		// above changes the signature.
 		if l.statIn(d, &st) != now.sig {
@@ -319,6 +331,9 @@ func (l location) write(d *fileDir, data []byte, was current) (string, error) {
 	}
 	if err == nil {
 		err = unix.Renameat(d.fd, tmp, d.fd, l.name)
+		if err == nil {
+			l.at("renamed")
+		}
 	}
 	if err != nil {
 		_ = unix.Unlinkat(d.fd, tmp, 0)
