@@ -70,7 +70,8 @@ type Board struct {
 	mu     sync.Mutex
 	lockFD int
 
-	w writer
+	w     writer
+	cache *fileCache // the file this Board wrote last; under mu
 
 	// beforeWrite, when set by tests, runs after the new file is rendered
 	// and before it replaces the old one: the moment a hand edit races us.

@@ -41,6 +41,10 @@ func (b *Board) change(ctx context.Context, n int, fn func(ctx context.Context, 
 	}
 	for attempt := 0; ; attempt++ {
 		task, touched, err := b.changeOnce(ctx, n, fn)
+		var gen uint64
+		if err == nil && touched {
+			gen = b.changed(n)
+		}
 		if errors.Is(err, errInConflict) {
 			// Settled by hand since? A sync tells.
 			st, serr := b.sync(ctx, nil, nil)
@@ -56,7 +60,7 @@ func (b *Board) change(ctx context.Context, n int, fn func(ctx context.Context, 
 			return Task{}, err
 		}
 		if touched {
-			if w := b.written(ctx); w != nil {
+			if w := b.written(ctx, gen); w != nil {
 				warn = w
 			}
 		}
@@ -173,7 +177,8 @@ func (b *Board) Add(ctx context.Context, title string) (Task, error) {
 	if err != nil {
 		return Task{}, err
 	}
-	if w := b.written(ctx); w != nil {
+	n, _ := parseID(task.ID)
+	if w := b.written(ctx, b.changed(n)); w != nil {
 		warn = w
 	}
 	return task, warn

@@ -62,7 +62,8 @@ type state struct {
 	inFile    bool // the file holds the rendered board
 	report    SyncReport
 	ctx       context.Context
-	q         querier // the merge's transaction
+	q         querier    // the merge's transaction
+	prev      *fileCache // what this Board wrote last, if it knows
 }
 
 // check is run by Resolve inside a cycle, after the merge.
@@ -80,13 +81,30 @@ func (b *Board) sync(ctx context.Context, resolve map[int]Side, fn check) (*stat
 		return nil, err
 	}
 	defer unlock()
+	return b.syncLocked(ctx, resolve, fn, false)
+}
+
+// syncLocked is sync under the lock. With fast, the changes made by this
+// Board since the last sync are written without a whole sync when the
+// file is still the one it wrote last (see fastSync).
+func (b *Board) syncLocked(ctx context.Context, resolve map[int]Side, fn check, fast bool) (*state, error) {
+	gen, dirty := b.takeDirty()
+	if fast && resolve == nil && fn == nil && b.cache != nil {
+		if ok, err := b.fastSync(ctx, dirty); ok {
+			b.finish(gen, err)
+			return nil, err
+		}
+	}
 	for range 5 {
 		st, err := b.syncOnce(ctx, resolve, fn)
 		if !errors.Is(err, errFileChanged) {
+			b.finish(gen, err)
 			return st, err
 		}
 	}
-	return nil, fmt.Errorf("write %s: the file kept changing while it was being rewritten; try again", b.path)
+	err := fmt.Errorf("write %s: the file kept changing while it was being rewritten; try again", b.path)
+	b.finish(gen, err)
+	return nil, err
 }
 
 // fileError is a file that could not be read: the board carries on from
@@ -97,6 +115,8 @@ func (e *fileError) Error() string { return e.err.Error() }
 func (e *fileError) Unwrap() error { return e.err }
 
 func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check) (*state, error) {
+	prev := b.cache
+	b.cache = nil // kept again when this sync leaves the file as the board has it
 	dir, err := b.loc.openDir(false)
 	if err != nil {
 		return nil, &fileError{err}
@@ -113,7 +133,7 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check) (*
 		b.cleanTemps(dir)
 	}
 	b.loc.at("read")
-	st := &state{board: b, now: b.now().UTC(), doc: parse(cur.raw), resolve: resolve}
+	st := &state{board: b, now: b.now().UTC(), doc: parse(cur.raw), resolve: resolve, prev: prev}
 	if st.file, err = fileItems(st.doc, b.path); err != nil {
 		return nil, err
 	}
@@ -177,6 +197,9 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check) (*
 	if writeErr != nil {
 		return st, &unwrittenError{path: b.path, err: writeErr}
 	}
+	if st.inFile && cur.exists || st.report.Written {
+		b.keepCache(st, out, sig)
+	}
 	return st, nil
 }
 
@@ -218,11 +241,19 @@ func (b *Board) merge(ctx context.Context, st *state, exists, write bool) error 
 		return err
 	}
 	st.base, st.nextNum = st.row.base, st.row.next
+	if p := st.prev; p != nil && p.unsaved && st.row.sig == p.dbSig {
+		// The base of this Board's last writes, not saved yet: what the
+		// file said before any hand edit since.
+		st.base = map[int]item{}
+		for n, it := range p.base {
+			st.base[n] = it
+		}
+	}
 	if !exists {
 		// A missing file is no hand edit: it is written afresh.
 		st.file = st.base
 	}
-	if st.db, err = loadItems(ctx, tx, b.id); err != nil {
+	if st.db, err = loadItems(ctx, tx, b.id, nil); err != nil {
 		return err
 	}
 	st.conflicts, st.dirty, st.resolved = map[int]bool{}, map[int]bool{}, map[int]bool{}

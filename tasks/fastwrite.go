@@ -1,0 +1,148 @@
+package tasks
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+)
+
+// A server's Board writes the file after every change before the change
+// returns (see writeThrough), so that write must cost little on a board
+// of any size. A whole sync reads and parses the file, loads every task
+// and rewrites the sync base; but when the file is still exactly the one
+// this Board wrote last (same inode, size and times), there is no hand
+// edit to merge: the fast write keeps that file's document and base in
+// memory, reads only the tasks changed since, rewrites their lines, and
+// replaces the file through the same descriptor-based, no-follow write as
+// a sync. The base it leaves is saved to the database in the background
+// (Board.background); until then the database's base is older than the file, which
+// a sync reads as changes made on both sides in the same way: no conflict.
+
+// fileCache is what a Board knows of the file it wrote last. It is only
+// used under the Board's lock.
+type fileCache struct {
+	sig     string       // the file's signature after the write
+	cur     current      // its bytes, which the next write expects to find
+	doc     *document    // its parsed form
+	base    map[int]item // what it says of each task: the sync base
+	dbSig   string       // the file signature the database holds
+	unsaved bool         // base and sig are newer than the database's
+}
+
+// keepCache remembers the file a whole sync left, for the fast writes of a
+// server's Board (Options.Coalesce); a CLI's Board writes once and exits.
+func (b *Board) keepCache(st *state, out []byte, sig string) {
+	if b.coalesce <= 0 {
+		return
+	}
+	base := st.newBase()
+	b.cache = &fileCache{sig: sig, cur: current{raw: out, exists: true, sig: sig}, doc: st.doc, base: base, dbSig: sig}
+}
+
+// fastSync writes the changes of the dirty tasks into the file this Board
+// wrote last. It reports false, having changed nothing, when that takes a
+// whole sync: the file changed since, another process synced, or a task
+// was removed.
+func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) {
+	c := b.cache
+	b.cache = nil // kept again only on success
+	dir, err := b.loc.openDir(false)
+	if err != nil || dir == nil {
+		return false, nil
+	}
+	defer dir.close()
+	if b.loc.stat() != c.sig {
+		return false, nil // a hand edit: merge it
+	}
+	nums := sortedKeys(dirty)
+	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return false, nil
+	}
+	dbSig, conflicts, err := fileState(ctx, tx, b.id)
+	var items map[int]item
+	if err == nil {
+		items, err = loadItems(ctx, tx, b.id, nums)
+	}
+	tx.Rollback() //nolint:errcheck // read only
+	if err != nil || dbSig != c.dbSig {
+		return false, nil
+	}
+	changed := false
+	for _, n := range nums {
+		d, inD := items[n]
+		old, inB := c.base[n]
+		if conflicts[n] || same(old, inB, d, inD) {
+			continue
+		}
+		t := c.doc.find(n)
+		switch {
+		case inD && inB && t != nil:
+			c.doc.set(t, d)
+		case inD && !inB && t == nil:
+			c.doc.insert(d)
+			if c.doc.codeAt(c.doc.find(n)) {
+				return false, nil // the whole sync says why it cannot be written
+			}
+		default:
+			return false, nil
+		}
+		c.base[n] = d
+		changed = true
+	}
+	if !changed {
+		b.cache = c
+		return true, nil
+	}
+	out := c.doc.bytes()
+	b.loc.at("rendered")
+	if b.beforeWrite != nil {
+		b.beforeWrite()
+	}
+	written, err := b.write(b.loc, dir, out, c.cur)
+	if err != nil {
+		return false, nil // a hand edit since, or the whole sync reports it
+	}
+	b.setWritten(written)
+	c.sig, c.cur, c.unsaved = written, current{raw: out, exists: true, sig: written}, true
+	b.cache = c
+	return true, nil
+}
+
+// saveCache saves the base and signature of the fast writes, if the
+// database still holds what this Board saved last.
+func (b *Board) saveCache(ctx context.Context) error {
+	c := b.cache
+	raw, err := json.Marshal(c.base)
+	if err != nil {
+		return fmt.Errorf("encode sync base: %w", err)
+	}
+	res, err := b.db.ExecContext(ctx, `UPDATE task_boards SET base = ?, file_sig = ?, synced_at = ? WHERE id = ? AND file_sig = ?`,
+		string(raw), c.sig, ms(b.now()), b.id, c.dbSig)
+	if err != nil {
+		return fmt.Errorf("save board: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		b.cache = nil // another process synced: a whole sync merges
+		return fmt.Errorf("save board: the board was synced elsewhere")
+	}
+	c.dbSig, c.unsaved = c.sig, false
+	b.loc.at("settled")
+	return nil
+}
+
+// codeAt reports whether task t's head line is inside a code block or a
+// comment, where it would not read back as a task.
+func (d *document) codeAt(t *docTask) bool {
+	var sc scanner
+	for _, seg := range d.segs {
+		if seg.task == t {
+			return sc.isCode(t.head.text)
+		}
+		for _, l := range seg.all() {
+			sc.advance(l.text)
+		}
+	}
+	return true
+}
