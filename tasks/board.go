@@ -43,11 +43,13 @@ type Options struct {
 	// Lease is used by Claim and Renew when they are given no lease;
 	// DefaultLease when zero.
 	Lease time.Duration
-	// Coalesce, when positive, has changes written to the file in the
-	// background, at most this long after they are made, many changes in
-	// one rewrite: a change then costs the same on a board of any size.
-	// Close writes what is pending. Zero: every change is written to the
-	// file before it returns.
+	// Coalesce, when positive, is the server's way of writing: a change
+	// still returns only once the file holds it, but changes made while a
+	// write runs share the next one, the Board keeps the file it wrote
+	// last in memory to rewrite only the changed tasks' lines, and saves
+	// the sync base in the background, this long after the changes pause.
+	// Close saves what is pending. Zero (the CLI): every change runs a
+	// whole sync before it returns.
 	Coalesce time.Duration
 }
 

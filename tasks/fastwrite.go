@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // A server's Board writes the file after every change before the change
@@ -28,6 +29,20 @@ type fileCache struct {
 	base    map[int]item // what it says of each task: the sync base
 	dbSig   string       // the file signature the database holds
 	unsaved bool         // base and sig are newer than the database's
+	spare   []byte       // the buffer of the write before: the next one renders into it
+	wrote   time.Time    // when the last fast write was made
+	since   time.Time    // when the first write not saved yet was made
+}
+
+// maxUnsaved bounds how long a busy server leaves the sync base of its
+// writes unsaved: saving it costs a megabyte on a big board, so it waits
+// for a pause in the changes, but not for ever.
+const maxUnsaved = 5 * time.Second
+
+// saveDue says whether the background sync should save the base now,
+// rather than wait for changes to pause.
+func (c *fileCache) saveDue(pause time.Duration) bool {
+	return time.Since(c.wrote) >= pause || time.Since(c.since) >= maxUnsaved
 }
 
 // keepCache remembers the file a whole sync left, for the fast writes of a
@@ -69,7 +84,8 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) 
 	if err != nil || dbSig != c.dbSig {
 		return false, nil
 	}
-	changed := false
+	changed := 0
+	start, oldLen, one := 0, 0, -1 // the span of the one task set, for splice
 	for _, n := range nums {
 		d, inD := items[n]
 		old, inB := c.base[n]
@@ -79,7 +95,9 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) 
 		t := c.doc.find(n)
 		switch {
 		case inD && inB && t != nil:
+			start, oldLen = c.doc.span(t)
 			c.doc.set(t, d)
+			one = n
 		case inD && !inB && t == nil:
 			c.doc.insert(d)
 			if c.doc.codeAt(c.doc.find(n)) {
@@ -89,13 +107,18 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) 
 			return false, nil
 		}
 		c.base[n] = d
-		changed = true
+		changed++
 	}
-	if !changed {
+	if changed == 0 {
 		b.cache = c
 		return true, nil
 	}
-	out := c.doc.bytes()
+	var out []byte
+	if changed == 1 && one >= 0 {
+		out = c.doc.splice(c.spare[:0], c.cur.raw, start, oldLen, c.doc.find(one))
+	} else {
+		out = c.doc.render(len(c.cur.raw) + 4096)
+	}
 	b.loc.at("rendered")
 	if b.beforeWrite != nil {
 		b.beforeWrite()
@@ -105,7 +128,12 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) 
 		return false, nil // a hand edit since, or the whole sync reports it
 	}
 	b.setWritten(written)
-	c.sig, c.cur, c.unsaved = written, current{raw: out, exists: true, sig: written}, true
+	// The old bytes are garbage now, but their buffer renders the next write.
+	c.spare = c.cur.raw
+	if !c.unsaved {
+		c.since = time.Now()
+	}
+	c.sig, c.cur, c.unsaved, c.wrote = written, current{raw: out, exists: true, sig: written}, true, time.Now()
 	b.cache = c
 	return true, nil
 }
@@ -130,6 +158,43 @@ func (b *Board) saveCache(ctx context.Context) error {
 	c.dbSig, c.unsaved = c.sig, false
 	b.loc.at("settled")
 	return nil
+}
+
+// span returns where task t's lines are in the rendered document.
+func (d *document) span(t *docTask) (start, length int) {
+	at := 0
+	for _, seg := range d.segs {
+		n := 0
+		for _, l := range seg.all() {
+			n += len(l.text) + len(l.eol)
+		}
+		if seg.task == t {
+			return at, n
+		}
+		at += n
+	}
+	return at, 0
+}
+
+// splice renders the document into dst from raw, the rendering it had
+// before one task was set, and that task's new block t, which had length
+// bytes at start: one copy of the file, not a walk over every line. Setting a
+// task changes no line outside its block (a terminator added by fixEOLs
+// only ever goes on a line before it, which already has one).
+func (d *document) splice(dst, raw []byte, start, length int, t *docTask) []byte {
+	n := 0
+	for _, l := range (segment{task: t}).all() {
+		n += len(l.text) + len(l.eol)
+	}
+	out := dst[:0]
+	if cap(out) < len(raw)-length+n {
+		out = make([]byte, 0, len(raw)-length+n+4096)
+	}
+	out = append(out, raw[:start]...)
+	for _, l := range (segment{task: t}).all() {
+		out = append(append(out, l.text...), l.eol...)
+	}
+	return append(out, raw[start+length:]...)
 }
 
 // codeAt reports whether task t's head line is inside a code block or a

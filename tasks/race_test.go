@@ -109,110 +109,137 @@ func checkNotes(t testing.TB, ctx context.Context, b *Board, notes []acked, what
 	}
 }
 
-// TestHandEditBetweenSyncSteps runs two syncs with a person who opens the
-// file at one step of the first and saves it at the same step or at one of
-// the next steps (up to a whole sync later), in place and by rename, while an agent's note is
-// recorded at every step. Every note must survive, in the database and
-// in the file.
+// TestHandEditBetweenSyncSteps runs two rounds of writes with a person who
+// opens the file at one step of the first and saves it at the same step
+// or at one of the next (up to a whole round later), in place and by
+// rename, while an agent's note is recorded at every step. A round is a
+// whole sync (warren task sync), or the server's way: a note through the
+// API, whose write rewrites only that task's lines, then the background
+// save of the sync base. Every acknowledged note must survive, in the
+// database and in the file.
 func TestHandEditBetweenSyncSteps(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openDB(t, dir)
 	clk := newClock()
 	agent := Holder{User: "agent", Session: "s-agent"}
-	// The steps of one sync in order, counted on a run without edits.
-	steps := 0
-	{
-		path := filepath.Join(dir, "count", "TASKS.md")
-		os.MkdirAll(filepath.Dir(path), 0o755)
-		os.WriteFile(path, []byte(raceBoard), 0o644)
-		b, err := Open(ctx, db, Options{Path: path, Now: clk.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := b.changeOnce(ctx, 1, func(_ context.Context, e *edit) error {
-			e.note = &Note{At: e.now, By: agent.User, Text: "counting"}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		b.loc.step = func(string) { steps++ }
-		if _, err := b.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		b.loc.step = nil
+	type mode struct {
+		name     string
+		coalesce time.Duration
+		round    func(b *Board, notes *[]acked) error
 	}
-	if steps < 8 {
-		t.Fatalf("a sync went through %d steps", steps)
+	modes := []mode{
+		{"sync", 0, func(b *Board, _ *[]acked) error {
+			_, err := b.Sync(ctx)
+			return err
+		}},
+		{"server", time.Hour, func(b *Board, notes *[]acked) error {
+			text := fmt.Sprintf("api note %d", len(*notes))
+			_, err := b.Update(ctx, "T-6", Change{Note: text}, agent)
+			if err == nil {
+				*notes = append(*notes, acked{"T-6", text})
+			}
+			b.background(ctx, true)
+			return err
+		}},
 	}
 	scenarios := 0
-	for _, rename := range []bool{false, true} {
-		for r := 0; r < steps; r++ {
-			for w := r; w <= r+steps; w++ {
-				scenarios++
-				name := fmt.Sprintf("rename=%v open@%d save@%d", rename, r, w)
-				path := filepath.Join(dir, fmt.Sprint(scenarios), "TASKS.md")
-				os.MkdirAll(filepath.Dir(path), 0o755)
-				os.WriteFile(path, []byte(raceBoard), 0o644)
-				b, err := Open(ctx, db, Options{Path: path, Now: clk.Now})
-				if err != nil {
+	for _, m := range modes {
+		open := func(name string) *Board {
+			scenarios++
+			path := filepath.Join(dir, fmt.Sprint(scenarios), "TASKS.md")
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, []byte(raceBoard), 0o644)
+			b, err := Open(ctx, db, Options{Path: path, Now: clk.Now, Coalesce: m.coalesce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close(ctx) })
+			// The person's saves here are whole before the next step:
+			// no need to wait for them to settle (see readSettled).
+			b.settle = 0
+			if _, err := b.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		// The steps of one round, counted on a round with a note
+		// recorded at each step and no hand edit.
+		steps := 0
+		{
+			b := open("count")
+			var notes []acked
+			if err := m.round(b, &notes); err != nil {
+				t.Fatal(err)
+			}
+			b.loc.step = func(string) {
+				steps++
+				if _, _, err := b.changeOnce(ctx, 1, func(_ context.Context, e *edit) error {
+					e.note = &Note{At: e.now.Truncate(60e9), By: agent.User, Text: fmt.Sprint("count ", steps)}
+					return nil
+				}); err != nil {
 					t.Fatal(err)
 				}
-				// The person's saves here are whole before the next step:
-				// no need to wait for them to settle (see readSettled).
-				b.settle = 0
-				if _, err := b.Sync(ctx); err != nil {
-					t.Fatal(err)
-				}
-				p := &person{t: t, path: path, rename: rename}
-				var notes []acked
-				at, saved := 0, false
-				b.loc.step = func(step string) {
-					k := at
-					at++
-					// An agent's note, committed at this step; its call
-					// returns once a sync has run.
-					n := k%6 + 1
-					text := fmt.Sprintf("ack %d at %s", k, step)
-					if _, _, err := b.changeOnce(ctx, n, func(_ context.Context, e *edit) error {
-						e.note = &Note{At: e.now.Truncate(60e9), By: agent.User, Text: text}
-						return nil
-					}); err == nil {
-						notes = append(notes, acked{taskID(n), text})
-					} else if !errors.Is(err, errInConflict) {
-						t.Fatalf("%s: note at %s: %v", name, step, err)
+				b.changed(1)
+			}
+			if err := m.round(b, &notes); err != nil {
+				t.Fatal(err)
+			}
+			b.loc.step = nil
+		}
+		for _, rename := range []bool{false, true} {
+			for r := 0; r < steps; r++ {
+				for w := r; w <= r+steps; w++ {
+					name := fmt.Sprintf("%s rename=%v open@%d save@%d", m.name, rename, r, w)
+					b := open(name)
+					p := &person{t: t, path: b.path, rename: rename}
+					var notes []acked
+					at, saved := 0, false
+					b.loc.step = func(step string) {
+						k := at
+						at++
+						// An agent's note, committed at this step.
+						n := k%5 + 1
+						text := fmt.Sprintf("ack %d at %s", k, step)
+						if _, _, err := b.changeOnce(ctx, n, func(_ context.Context, e *edit) error {
+							e.note = &Note{At: e.now.Truncate(60e9), By: agent.User, Text: text}
+							return nil
+						}); err == nil {
+							b.changed(n)
+							notes = append(notes, acked{taskID(n), text})
+						} else if !errors.Is(err, errInConflict) {
+							t.Fatalf("%s: note at %s: %v", name, step, err)
+						}
+						if k == r {
+							p.open()
+						}
+						if k == w {
+							p.save(k)
+							saved = true
+						}
 					}
-					if k == r {
-						p.open()
+					for range 2 {
+						if err := m.round(b, &notes); err != nil && !errors.Is(err, ErrConflict) {
+							t.Fatalf("%s: round: %v", name, err)
+						}
 					}
-					if k == w {
-						p.save(k)
-						saved = true
+					b.loc.step = nil
+					if !saved {
+						p.save(at) // after both rounds: some take fewer steps
 					}
-				}
-				for range 2 {
-					if _, err := b.Sync(ctx); err != nil && !errors.Is(err, ErrConflict) {
-						t.Fatalf("%s: sync: %v", name, err)
+					if _, err := b.Sync(ctx); err != nil {
+						t.Errorf("%s: last sync: %v", name, err)
 					}
-				}
-				b.loc.step = nil
-				if !saved {
-					p.save(at) // after both syncs: some runs take fewer steps
-				}
-				if _, err := b.Sync(ctx); err != nil {
-					t.Errorf("%s: last sync: %v", name, err)
-				}
-				checkNotes(t, ctx, b, notes, name)
-				if t.Failed() {
-					return
+					checkNotes(t, ctx, b, notes, name)
+					if t.Failed() {
+						return
+					}
 				}
 			}
 		}
+		t.Logf("%s: rounds of %d steps", m.name, steps)
 	}
-	t.Logf("%d interleavings of %d steps", scenarios, steps)
+	t.Logf("%d interleavings", scenarios)
 }
 
 // TestHandEditsOfNotes: a note typed into the file is added, a note whose

@@ -86,7 +86,7 @@ func (b *Board) schedule() {
 		b.w.mu.Lock()
 		b.w.timer = nil // a change from now on schedules the next one
 		b.w.mu.Unlock()
-		b.background(context.Background())
+		b.background(context.Background(), false)
 	})
 }
 
@@ -131,8 +131,9 @@ func (b *Board) writeThrough(ctx context.Context, gen uint64) error {
 // background is the background sync: when the file is still the one this
 // Board wrote last, it saves the sync base of the writes made since the
 // last save; otherwise it runs a whole sync, which merges a hand edit and
-// writes what could not be written before.
-func (b *Board) background(ctx context.Context) {
+// writes what could not be written before. Unless now, the base waits
+// for the changes to pause.
+func (b *Board) background(ctx context.Context, now bool) {
 	unlock, err := b.lock(ctx)
 	if err != nil {
 		return
@@ -140,6 +141,10 @@ func (b *Board) background(ctx context.Context) {
 	defer unlock()
 	if c := b.cache; c != nil && b.loc.stat() == c.sig {
 		if !c.unsaved {
+			return
+		}
+		if !now && !c.saveDue(b.coalesce) {
+			b.schedule() // changes are still coming: save after them
 			return
 		}
 		if err := b.saveCache(ctx); err == nil {
