@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A server's Board writes the file after every change before the change
@@ -67,7 +69,8 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) 
 		return false, nil
 	}
 	defer dir.close()
-	if b.loc.stat() != c.sig {
+	var fst unix.Stat_t
+	if b.loc.statIn(dir, &fst) != c.sig {
 		return false, nil // a hand edit: merge it
 	}
 	nums := sortedKeys(dirty)
