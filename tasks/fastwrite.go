@@ -63,7 +63,16 @@ func (b *Board) keepCache(st *state, out []byte, sig string) {
 // was removed.
 func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) {
 	c := b.cache
-	b.cache = nil // kept again only on success
+	// On failure, the base stays (the ancestor of the file for the whole
+	// sync that follows) but the document goes: it may be half changed,
+	// and the file is to be read again anyway.
+	defer func() {
+		if b.cache == nil {
+			c.doc = nil
+			b.cache = c
+		}
+	}()
+	b.cache = nil // kept whole only on success
 	dir, err := b.loc.openDir(false)
 	if err != nil || dir == nil {
 		return false, nil
@@ -87,7 +96,7 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) 
 	if err != nil || dbSig != c.dbSig {
 		return false, nil
 	}
-	changed := 0
+	changed := map[int]item{}
 	start, oldLen, one := 0, 0, -1 // the span of the one task set, for splice
 	for _, n := range nums {
 		d, inD := items[n]
@@ -109,15 +118,14 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) 
 		default:
 			return false, nil
 		}
-		c.base[n] = d
-		changed++
+		changed[n] = d
 	}
-	if changed == 0 {
+	if len(changed) == 0 {
 		b.cache = c
 		return true, nil
 	}
 	var out []byte
-	if changed == 1 && one >= 0 {
+	if len(changed) == 1 && one >= 0 {
 		out = c.doc.splice(c.spare[:0], c.cur.raw, start, oldLen, c.doc.find(one))
 	} else {
 		out = c.doc.render(len(c.cur.raw) + 4096)
@@ -133,6 +141,9 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) 
 	b.setWritten(written)
 	// The old bytes are garbage now, but their buffer renders the next write.
 	c.spare = c.cur.raw
+	for n, d := range changed {
+		c.base[n] = d
+	}
 	if !c.unsaved {
 		c.since = time.Now()
 	}

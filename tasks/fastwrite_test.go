@@ -34,3 +34,31 @@ func TestSpliceMatchesRender(t *testing.T) {
 		}
 	}
 }
+
+// A person who changes, right after a server's write, the field that write
+// changed is editing the file as written: the file's version is taken,
+// with no conflict, though the server has not saved its sync base yet.
+func TestHandEditAfterFastWriteIsNoConflict(t *testing.T) {
+	f := newFixture(t, board3)
+	b, err := Open(f.ctx, f.db, Options{Path: f.path, Now: f.clock.Now, Coalesce: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(f.ctx)
+	if _, err := b.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Update(f.ctx, "T-2", Change{Status: StatusBlocked}, alice); err != nil {
+		t.Fatal(err)
+	}
+	if b.cache == nil || !b.cache.unsaved {
+		t.Fatal("the change was not written the server's way (fast, base saved later)")
+	}
+	f.edit("- [!] T-2 Two", "- [~] T-2 Two")
+	if _, err := b.Sync(f.ctx); err != nil {
+		t.Fatalf("sync after the hand edit: %v", err)
+	}
+	if task, err := b.Get(f.ctx, "T-2"); err != nil || task.Status != StatusInProgress || task.Conflict {
+		t.Fatalf("T-2 = %+v, %v; want the hand edit, in progress", task, err)
+	}
+}

@@ -89,15 +89,28 @@ func (b *Board) sync(ctx context.Context, resolve map[int]Side, fn check) (*stat
 // file is still the one it wrote last (see fastSync).
 func (b *Board) syncLocked(ctx context.Context, resolve map[int]Side, fn check, fast bool) (*state, error) {
 	gen, dirty := b.takeDirty()
-	if fast && resolve == nil && fn == nil && b.cache != nil {
+	if fast && resolve == nil && fn == nil && b.cache != nil && b.cache.doc != nil {
 		if ok, err := b.fastSync(ctx, dirty); ok {
 			b.finish(gen, err)
 			return nil, err
 		}
 	}
+	// What this Board wrote last is the ancestor of the file until a sync
+	// saves a new base; a sync that stops before that keeps it.
+	prev := b.cache
+	b.cache = nil
+	defer func() {
+		if b.cache == nil && prev != nil {
+			prev.doc = nil // the file is to be read again
+			b.cache = prev
+		}
+	}()
 	for range 5 {
-		st, err := b.syncOnce(ctx, resolve, fn)
+		st, err := b.syncOnce(ctx, resolve, fn, prev)
 		if !errors.Is(err, errFileChanged) {
+			if st != nil {
+				prev = nil // it saved the base: the board's row says it now
+			}
 			b.finish(gen, err)
 			return st, err
 		}
@@ -114,9 +127,7 @@ type fileError struct{ err error }
 func (e *fileError) Error() string { return e.err.Error() }
 func (e *fileError) Unwrap() error { return e.err }
 
-func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check) (*state, error) {
-	prev := b.cache
-	b.cache = nil // kept again when this sync leaves the file as the board has it
+func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check, prev *fileCache) (*state, error) {
 	dir, err := b.loc.openDir(false)
 	if err != nil {
 		return nil, &fileError{err}
