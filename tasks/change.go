@@ -85,11 +85,14 @@ func conflictOf(st *state, n int) Conflict {
 // A file the board cannot read as tasks (an id used twice) stops it.
 func (b *Board) prepare(ctx context.Context) (warn error, err error) {
 	sig := b.loc.stat()
+	if b.wrote(sig) {
+		return nil, nil // the file this Board wrote last: no hand edit
+	}
 	stored, _, err := fileState(ctx, b.db, b.id)
 	if err != nil {
 		return nil, err
 	}
-	if sig == stored || b.wrote(sig) {
+	if sig == stored {
 		return nil, nil
 	}
 	_, err = b.sync(ctx, nil, nil)
