@@ -19,8 +19,9 @@ import (
 // memory, reads only the tasks changed since, rewrites their lines, and
 // replaces the file through the same descriptor-based, no-follow write as
 // a sync. The base it leaves is saved to the database in the background
-// (Board.background); until then the database's base is older than the file, which
-// a sync reads as changes made on both sides in the same way: no conflict.
+// (Board.background). Until then a whole sync of this Board merges against
+// the base kept here; another process's merges against the database's,
+// older one, where the file and the board agree on what was written since.
 
 // fileCache is what a Board knows of the file it wrote last. It is only
 // used under the Board's lock.
