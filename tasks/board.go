@@ -71,6 +71,9 @@ type Board struct {
 	// other Boards and processes.
 	mu     sync.Mutex
 	lockFD int
+	// commitMu orders the commits of changes with their record for the
+	// next write (see commit).
+	commitMu sync.Mutex
 
 	w     writer
 	cache *fileCache // the file this Board wrote last; under mu

@@ -2,9 +2,10 @@ package tasks
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"sort"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,9 +17,9 @@ import (
 // and rewrites the sync base; but when the file is still exactly the one
 // this Board wrote last (same inode, size and times), there is no hand
 // edit to merge: the fast write keeps that file's document and base in
-// memory, reads only the tasks changed since, rewrites their lines, and
-// replaces the file through the same descriptor-based, no-follow write as
-// a sync. The base it leaves is saved to the database in the background
+// memory, takes the tasks changed since as their changes left them,
+// rewrites their lines, and replaces the file through the same
+// descriptor-based, no-follow write as a sync. The base it leaves is saved to the database in the background
 // (Board.background). Until then a whole sync of this Board merges against
 // the base kept here; another process's merges against the database's,
 // older one, where the file and the board agree on what was written since.
@@ -33,8 +34,12 @@ type fileCache struct {
 	dbSig   string       // the file signature the database holds
 	unsaved bool         // base and sig are newer than the database's
 	spare   []byte       // the buffer of the write before: the next one renders into it
-	wrote   time.Time    // when the last fast write was made
-	since   time.Time    // when the first write not saved yet was made
+	// conflicts are the tasks the file and the board disagree on, as the
+	// sync that read the file found them: only a sync that reads a hand
+	// edit finds new ones, and a hand edit makes the next write a sync.
+	conflicts map[int]bool
+	wrote     time.Time // when the last fast write was made
+	since     time.Time // when the first write not saved yet was made
 }
 
 // maxUnsaved bounds how long a busy server leaves the sync base of its
@@ -55,14 +60,15 @@ func (b *Board) keepCache(st *state, out []byte, sig string) {
 		return
 	}
 	base := st.newBase()
-	b.cache = &fileCache{sig: sig, cur: current{raw: out, exists: true, sig: sig}, doc: st.doc, base: base, dbSig: sig}
+	b.cache = &fileCache{sig: sig, cur: current{raw: out, exists: true, sig: sig}, doc: st.doc, base: base, dbSig: sig,
+		conflicts: maps.Clone(st.conflicts)}
 }
 
-// fastSync writes the changes of the dirty tasks into the file this Board
-// wrote last. It reports false, having changed nothing, when that takes a
-// whole sync: the file changed since, another process synced, or a task
-// was removed.
-func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) {
+// fastSync writes the dirty tasks, as their changes left them, into the
+// file this Board wrote last: no database read. It reports false, having
+// changed nothing, when that takes a whole sync: the file changed since,
+// or a new task would not read back.
+func (b *Board) fastSync(dirty map[int]*item) (bool, error) {
 	c := b.cache
 	// On failure, the base stays (the ancestor of the file for the whole
 	// sync that follows) but the document goes: it may be half changed,
@@ -83,35 +89,26 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) 
 	if b.loc.statIn(dir, &fst) != c.sig {
 		return false, nil // a hand edit: merge it
 	}
-	nums := sortedKeys(dirty)
-	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return false, nil
+	nums := make([]int, 0, len(dirty))
+	for n := range dirty {
+		nums = append(nums, n)
 	}
-	dbSig, conflicts, err := fileState(ctx, tx, b.id)
-	var items map[int]item
-	if err == nil {
-		items, err = loadItems(ctx, tx, b.id, nums)
-	}
-	tx.Rollback() //nolint:errcheck // read only
-	if err != nil || dbSig != c.dbSig {
-		return false, nil
-	}
+	sort.Ints(nums)
 	changed := map[int]item{}
 	start, oldLen, one := 0, 0, -1 // the span of the one task set, for splice
 	for _, n := range nums {
-		d, inD := items[n]
+		d := *dirty[n]
 		old, inB := c.base[n]
-		if conflicts[n] || same(old, inB, d, inD) {
+		if c.conflicts[n] || inB && equalItems(old, d) {
 			continue
 		}
 		t := c.doc.find(n)
 		switch {
-		case inD && inB && t != nil:
+		case inB && t != nil:
 			start, oldLen = c.doc.span(t)
 			c.doc.set(t, d)
 			one = n
-		case inD && !inB && t == nil:
+		case !inB && t == nil:
 			c.doc.insert(d)
 			if c.doc.codeAt(c.doc.find(n)) {
 				return false, nil // the whole sync says why it cannot be written
@@ -153,6 +150,17 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]bool) (bool, error) 
 	return true, nil
 }
 
+// itemOf is task t as the file shows it: its last shownNotes notes, and
+// the count of the others.
+func itemOf(t Task) item {
+	n, _ := parseID(t.ID)
+	it := item{Num: n, Title: t.Title, Status: t.Status, Owner: t.Owner, Link: t.Link, Notes: []Note{}}
+	older := max(0, len(t.Notes)-shownNotes)
+	it.Notes = append(it.Notes, t.Notes[older:]...)
+	it.Older = older
+	return it
+}
+
 // saveCache saves the base and signature of the fast writes, if the
 // database still holds what this Board saved last.
 func (b *Board) saveCache(ctx context.Context) error {
@@ -179,16 +187,29 @@ func (b *Board) saveCache(ctx context.Context) error {
 func (d *document) span(t *docTask) (start, length int) {
 	at := 0
 	for _, seg := range d.segs {
-		n := 0
-		for _, l := range seg.all() {
-			n += len(l.text) + len(l.eol)
-		}
+		n := seg.size()
 		if seg.task == t {
 			return at, n
 		}
 		at += n
 	}
 	return at, 0
+}
+
+// size is the length of a segment's lines, rendered.
+func (s segment) size() int {
+	n := 0
+	if s.task == nil {
+		for _, l := range s.lines {
+			n += len(l.text) + len(l.eol)
+		}
+		return n
+	}
+	n = len(s.task.head.text) + len(s.task.head.eol)
+	for _, bl := range s.task.body {
+		n += len(bl.text) + len(bl.eol)
+	}
+	return n
 }
 
 // splice renders the document into dst from raw, the rendering it had

@@ -180,7 +180,6 @@ func TestHandEditBetweenSyncSteps(t *testing.T) {
 				}); err != nil {
 					t.Fatal(err)
 				}
-				b.changed(1)
 			}
 			if err := m.round(b, &notes); err != nil {
 				t.Fatal(err)
@@ -205,7 +204,6 @@ func TestHandEditBetweenSyncSteps(t *testing.T) {
 							e.note = &Note{At: e.now.Truncate(60e9), By: agent.User, Text: text}
 							return nil
 						}); err == nil {
-							b.changed(n)
 							notes = append(notes, acked{taskID(n), text})
 						} else if !errors.Is(err, errInConflict) {
 							t.Fatalf("%s: note at %s: %v", name, step, err)

@@ -90,7 +90,7 @@ func (b *Board) sync(ctx context.Context, resolve map[int]Side, fn check) (*stat
 func (b *Board) syncLocked(ctx context.Context, resolve map[int]Side, fn check, fast bool) (*state, error) {
 	gen, dirty := b.takeDirty()
 	if fast && resolve == nil && fn == nil && b.cache != nil && b.cache.doc != nil {
-		if ok, err := b.fastSync(ctx, dirty); ok {
+		if ok, err := b.fastSync(dirty); ok {
 			b.finish(gen, err)
 			return nil, err
 		}

@@ -27,28 +27,42 @@ type writer struct {
 	written string    // signature of the file this Board wrote last
 	cleaned time.Time // when cleanTemps last ran
 
-	gen     uint64       // changes counted so far, in commit order
-	doneGen uint64       // every change up to this one is in the file, or failed with doneErr
-	doneErr error        // what the last sync could not do (an unwrittenError), or nil
-	dirty   map[int]bool // tasks changed since the last sync took the set
+	gen     uint64        // changes counted so far, in commit order
+	doneGen uint64        // every change up to this one is in the file, or failed with doneErr
+	doneErr error         // what the last sync could not do (an unwrittenError), or nil
+	dirty   map[int]*item // tasks changed since the last sync took the set, as changed
 }
 
-// changed counts a change to task n that was just committed and returns
-// its generation: a sync that starts after this call includes it.
-func (b *Board) changed(n int) uint64 {
+// commit commits a change to task n, which leaves it as it says, and
+// returns the change's generation: a sync that starts after this call
+// includes it. Changes commit one at a time (SQLite's write lock), and
+// commitMu keeps the order in which their tasks are recorded for the next
+// write the same: the last one recorded is the task as the database has it.
+func (b *Board) commit(tx *sql.Tx, n int, it *item) (uint64, error) {
+	b.commitMu.Lock()
+	defer b.commitMu.Unlock()
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	return b.changed(n, it), nil
+}
+
+// changed counts a change to task n that was just committed, with the
+// task as it left it, and returns its generation.
+func (b *Board) changed(n int, it *item) uint64 {
 	b.w.mu.Lock()
 	defer b.w.mu.Unlock()
 	b.w.gen++
 	if b.w.dirty == nil {
-		b.w.dirty = map[int]bool{}
+		b.w.dirty = map[int]*item{}
 	}
-	b.w.dirty[n] = true
+	b.w.dirty[n] = it
 	return b.w.gen
 }
 
 // takeDirty is called by a sync before it reads the database: it returns
 // the changes the sync will include.
-func (b *Board) takeDirty() (uint64, map[int]bool) {
+func (b *Board) takeDirty() (uint64, map[int]*item) {
 	b.w.mu.Lock()
 	defer b.w.mu.Unlock()
 	d := b.w.dirty
