@@ -351,27 +351,74 @@ func TestNotesAreBoundedInTheFile(t *testing.T) {
 	}
 }
 
-// With Coalesce, many changes make one rewrite, and Close writes them.
-func TestChangesAreCoalesced(t *testing.T) {
+// With Coalesce (the server), a change returns once the file holds it,
+// and changes made while a write runs share the next write.
+func TestChangesAreWrittenBeforeTheyReturn(t *testing.T) {
 	f := newFixture(t, board3)
 	b, err := Open(f.ctx, f.db, Options{Path: f.path, Now: f.clock.Now, Coalesce: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	writes := 0
-	b.beforeWrite = func() { writes++ }
-	for i := range 20 {
+	for i := range 5 {
 		if _, err := b.Update(f.ctx, "T-2", Change{Note: fmt.Sprintf("step %d", i)}, alice); err != nil {
 			t.Fatal(err)
 		}
+		if got := f.readFile(); !strings.Contains(got, fmt.Sprintf("@alice: step %d\n", i)) {
+			t.Fatalf("step %d returned before the file had it:\n%s", i, got)
+		}
 	}
-	if strings.Contains(f.readFile(), "step") {
-		t.Fatal("a change was written before the coalescing delay")
+	added, err := b.Add(f.ctx, "Added by an agent")
+	if err != nil || !strings.Contains(f.readFile(), "- [ ] "+added.ID+" Added by an agent\n") {
+		t.Fatalf("Add = %+v, %v; file:\n%s", added, err, f.readFile())
+	}
+
+	// Twenty agents at once: the first write is held until every change
+	// is committed, so the second write takes all the others.
+	const agents = 20
+	ids := make([]string, agents)
+	for i := range ids {
+		task, err := b.Add(f.ctx, fmt.Sprintf("Task of agent %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = task.ID
+	}
+	b.w.mu.Lock()
+	before := b.w.gen
+	b.w.mu.Unlock()
+	writes := 0
+	b.beforeWrite = func() {
+		if writes++; writes == 1 {
+			for {
+				b.w.mu.Lock()
+				all := b.w.gen >= before+agents
+				b.w.mu.Unlock()
+				if all {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := b.Update(f.ctx, ids[i], Change{Note: fmt.Sprintf("agent %d", i)}, alice); err != nil {
+				t.Error(err)
+				return
+			}
+			if got := f.readFile(); !strings.Contains(got, fmt.Sprintf("@alice: agent %d\n", i)) {
+				t.Errorf("agent %d returned before the file had its note", i)
+			}
+		}()
+	}
+	wg.Wait()
+	if writes != 2 {
+		t.Errorf("%d changes made %d writes, want 2", agents, writes)
 	}
 	if err := b.Close(f.ctx); err != nil {
 		t.Fatal(err)
-	}
-	if got := f.readFile(); writes != 1 || !strings.Contains(got, "@alice: step 19\n") {
-		t.Fatalf("%d writes; file:\n%s", writes, got)
 	}
 }

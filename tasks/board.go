@@ -43,11 +43,13 @@ type Options struct {
 	// Lease is used by Claim and Renew when they are given no lease;
 	// DefaultLease when zero.
 	Lease time.Duration
-	// Coalesce, when positive, has changes written to the file in the
-	// background, at most this long after they are made, many changes in
-	// one rewrite: a change then costs the same on a board of any size.
-	// Close writes what is pending. Zero: every change is written to the
-	// file before it returns.
+	// Coalesce, when positive, is the server's way of writing: a change
+	// still returns only once the file holds it, but changes made while a
+	// write runs share the next one, the Board keeps the file it wrote
+	// last in memory to rewrite only the changed tasks' lines, and saves
+	// the sync base in the background, this long after the changes pause.
+	// Close saves what is pending. Zero (the CLI): every change runs a
+	// whole sync before it returns.
 	Coalesce time.Duration
 }
 
@@ -69,12 +71,18 @@ type Board struct {
 	// other Boards and processes.
 	mu     sync.Mutex
 	lockFD int
+	// commitMu orders the commits of changes with their record for the
+	// next write (see commit).
+	commitMu sync.Mutex
 
-	w writer
+	w     writer
+	cache *fileCache // the file this Board wrote last; under mu
 
 	// beforeWrite, when set by tests, runs after the new file is rendered
 	// and before it replaces the old one: the moment a hand edit races us.
 	beforeWrite func()
+	// settle is settleTime; tests that never write in place set it to 0.
+	settle time.Duration
 	// write replaces the file; tests swap it to make writes fail.
 	write func(l location, d *fileDir, data []byte, was current) (string, error)
 }
@@ -106,7 +114,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Board, error) {
 		return nil, err
 	}
 	b := &Board{db: db, path: path, loc: loc, now: opts.Now, lease: opts.Lease, coalesce: opts.Coalesce,
-		write: location.write, lockFD: -1}
+		write: location.write, lockFD: -1, settle: settleTime}
 	if b.now == nil {
 		b.now = time.Now
 	}

@@ -40,7 +40,8 @@ func (b *Board) change(ctx context.Context, n int, fn func(ctx context.Context, 
 		return Task{}, err
 	}
 	for attempt := 0; ; attempt++ {
-		task, touched, err := b.changeOnce(ctx, n, fn)
+		task, gen, err := b.changeOnce(ctx, n, fn)
+		touched := gen > 0
 		if errors.Is(err, errInConflict) {
 			// Settled by hand since? A sync tells.
 			st, serr := b.sync(ctx, nil, nil)
@@ -56,7 +57,7 @@ func (b *Board) change(ctx context.Context, n int, fn func(ctx context.Context, 
 			return Task{}, err
 		}
 		if touched {
-			if w := b.written(ctx); w != nil {
+			if w := b.written(ctx, gen); w != nil {
 				warn = w
 			}
 		}
@@ -81,11 +82,14 @@ func conflictOf(st *state, n int) Conflict {
 // A file the board cannot read as tasks (an id used twice) stops it.
 func (b *Board) prepare(ctx context.Context) (warn error, err error) {
 	sig := b.loc.stat()
+	if b.wrote(sig) {
+		return nil, nil // the file this Board wrote last: no hand edit
+	}
 	stored, _, err := fileState(ctx, b.db, b.id)
 	if err != nil {
 		return nil, err
 	}
-	if sig == stored || b.wrote(sig) {
+	if sig == stored {
 		return nil, nil
 	}
 	_, err = b.sync(ctx, nil, nil)
@@ -99,51 +103,60 @@ func (b *Board) prepare(ctx context.Context) (warn error, err error) {
 }
 
 // changeOnce runs fn on task n in a write transaction and returns the
-// task after it, and whether the file must be written.
-func (b *Board) changeOnce(ctx context.Context, n int, fn func(ctx context.Context, e *edit) error) (Task, bool, error) {
+// task after it, and the change's generation when the file must be
+// written (0 when not).
+func (b *Board) changeOnce(ctx context.Context, n int, fn func(ctx context.Context, e *edit) error) (Task, uint64, error) {
 	tx, err := b.db.BeginTx(ctx, writeTx)
 	if err != nil {
-		return Task{}, false, fmt.Errorf("begin change: %w", err)
+		return Task{}, 0, fmt.Errorf("begin change: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after commit
 	e := &edit{tx: tx, board: b, now: b.now().UTC(), n: n}
 	_, conflicts, err := fileState(ctx, tx, b.id)
 	if err != nil {
-		return Task{}, false, err
+		return Task{}, 0, err
 	}
 	err = tx.QueryRowContext(ctx, `SELECT title, status, owner, link FROM tasks WHERE board_id = ? AND num = ?`, b.id, n).
 		Scan(&e.it.Title, &e.it.Status, &e.it.Owner, &e.it.Link)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Task{}, false, notFound(n)
+		return Task{}, 0, notFound(n)
 	}
 	if err != nil {
-		return Task{}, false, fmt.Errorf("load %s: %w", taskID(n), err)
+		return Task{}, 0, fmt.Errorf("load %s: %w", taskID(n), err)
 	}
 	e.it.Num = n
 	if conflicts[n] {
-		return Task{}, false, errInConflict
+		return Task{}, 0, errInConflict
 	}
 	if err := fn(ctx, e); err != nil {
-		return Task{}, false, err
+		return Task{}, 0, err
 	}
 	if e.changed {
 		if err := saveFields(ctx, tx, b.id, e.it, e.now); err != nil {
-			return Task{}, false, err
+			return Task{}, 0, err
 		}
 	}
 	if e.note != nil {
 		if err := addNote(ctx, tx, b.id, n, *e.note); err != nil {
-			return Task{}, false, err
+			return Task{}, 0, err
 		}
 	}
 	got, err := loadTasks(ctx, tx, b.id, []int{n}, e.now)
 	if err != nil {
-		return Task{}, false, err
+		return Task{}, 0, err
+	}
+	if e.changed || e.note != nil {
+		it := itemOf(got[n])
+		gen, err := b.commit(tx, n, &it)
+		if err != nil {
+			return Task{}, 0, fmt.Errorf("commit change: %w", err)
+		}
+		return got[n], gen, nil
 	}
 	if err := tx.Commit(); err != nil {
-		return Task{}, false, fmt.Errorf("commit change: %w", err)
+		return Task{}, 0, fmt.Errorf("commit change: %w", err)
 	}
-	return got[n], e.changed || e.note != nil, nil
+	return got[n], 0, nil
 }
 
 // checkHolder fails when someone other than by holds a live claim on the
@@ -169,36 +182,37 @@ func (b *Board) Add(ctx context.Context, title string) (Task, error) {
 	if err != nil {
 		return Task{}, err
 	}
-	task, err := b.add(ctx, title)
+	task, gen, err := b.add(ctx, title)
 	if err != nil {
 		return Task{}, err
 	}
-	if w := b.written(ctx); w != nil {
+	if w := b.written(ctx, gen); w != nil {
 		warn = w
 	}
 	return task, warn
 }
 
-func (b *Board) add(ctx context.Context, title string) (Task, error) {
+func (b *Board) add(ctx context.Context, title string) (Task, uint64, error) {
 	tx, err := b.db.BeginTx(ctx, writeTx)
 	if err != nil {
-		return Task{}, fmt.Errorf("begin add: %w", err)
+		return Task{}, 0, fmt.Errorf("begin add: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after commit
 	now := b.now().UTC()
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT next_num FROM task_boards WHERE id = ?`, b.id).Scan(&n); err != nil {
-		return Task{}, fmt.Errorf("load board: %w", err)
+		return Task{}, 0, fmt.Errorf("load board: %w", err)
 	}
 	it := item{Num: n, Title: title, Status: StatusOpen}
 	if err := saveFields(ctx, tx, b.id, it, now); err != nil {
-		return Task{}, err
+		return Task{}, 0, err
 	}
 	if err := saveNext(ctx, tx, b.id, n+1); err != nil {
-		return Task{}, err
+		return Task{}, 0, err
 	}
-	if err := tx.Commit(); err != nil {
-		return Task{}, fmt.Errorf("commit add: %w", err)
+	gen, err := b.commit(tx, n, &item{Num: n, Title: title, Status: StatusOpen, Notes: []Note{}})
+	if err != nil {
+		return Task{}, 0, fmt.Errorf("commit add: %w", err)
 	}
-	return Task{ID: taskID(n), Title: title, Status: StatusOpen}, nil
+	return Task{ID: taskID(n), Title: title, Status: StatusOpen}, gen, nil
 }

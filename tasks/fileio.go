@@ -49,6 +49,16 @@ type location struct {
 	dirs  []string // directories between root and the file
 	name  string   // the file's name
 	shown string   // the path for messages
+	// step, set only by tests, runs between the steps of a sync (see
+	// Board.step): the moments a hand edit or a change can race a write.
+	step func(name string)
+}
+
+// at runs the test hook of a step; nil in production.
+func (l location) at(name string) {
+	if l.step != nil {
+		l.step(name)
+	}
 }
 
 func newLocation(root, path string) (location, error) {
@@ -155,13 +165,19 @@ type current struct {
 	exists bool
 	sig    string // see signature
 	st     unix.Stat_t
+	same   bool // read by compare: the file holds exactly the bytes given
 }
 
 // read reads the board's file in d; a missing file is not an error.
 // Anything but a regular file of at most MaxFileSize is refused before a
 // byte is read: it is opened non-blocking (a FIFO would block) and not
 // followed (a link may point anywhere), then checked on the descriptor.
-func (l location) read(d *fileDir) (current, error) {
+func (l location) read(d *fileDir) (current, error) { return l.readAs(d, nil) }
+
+// readAs is read; with want, the file is compared with want as it is read
+// (in small pieces, without holding a copy of it) instead of kept, and
+// same says whether they are equal.
+func (l location) readAs(d *fileDir, want []byte) (current, error) {
 	fd, err := unix.Openat(d.fd, l.name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return current{sig: "missing"}, nil
@@ -181,7 +197,32 @@ func (l location) read(d *fileDir) (current, error) {
 	if err := l.check(&c.st); err != nil {
 		return current{}, err
 	}
-	c.raw, err = io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if want != nil {
+		c.same, err = sameContent(f, want, c.st.Size)
+		if err != nil {
+			return current{}, fmt.Errorf("read %s: %w", l.shown, err)
+		}
+		c.sig = signature(&c.st)
+		return c, nil
+	}
+	// Read into a buffer of the size the file has (one allocation: the
+	// server reads a board of a megabyte on every change), growing it if
+	// the file grows meanwhile, up to the limit.
+	c.raw = make([]byte, 0, c.st.Size+512)
+	for len(c.raw) <= MaxFileSize {
+		if len(c.raw) == cap(c.raw) {
+			c.raw = append(c.raw, 0)[:len(c.raw)]
+		}
+		n, rerr := f.Read(c.raw[len(c.raw):min(cap(c.raw), MaxFileSize+1)])
+		c.raw = c.raw[:len(c.raw)+n]
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			err = rerr
+			break
+		}
+	}
 	if err != nil {
 		return current{}, fmt.Errorf("read %s: %w", l.shown, err)
 	}
@@ -190,6 +231,27 @@ func (l location) read(d *fileDir) (current, error) {
 	}
 	c.sig = signature(&c.st)
 	return c, nil
+}
+
+// sameContent reports whether r, of size bytes, holds exactly want.
+func sameContent(r io.Reader, want []byte, size int64) (bool, error) {
+	if size != int64(len(want)) {
+		return false, nil
+	}
+	var buf [64 << 10]byte
+	for {
+		n, err := io.ReadFull(r, buf[:])
+		if n > len(want) || !bytes.Equal(buf[:n], want[:n]) {
+			return false, nil
+		}
+		want = want[n:]
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return len(want) == 0, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
 }
 
 // check refuses what is not a plain regular file of a bounded size.
@@ -260,13 +322,18 @@ func (l location) stat() string {
 // a link), given the old file's mode, owner and ACL, synced, and renamed
 // over the file. It returns the signature of the new file.
 func (l location) write(d *fileDir, data []byte, was current) (string, error) {
-	now, err := l.read(d)
+	want := was.raw
+	if want == nil {
+		want = []byte{}
+	}
+	now, err := l.readAs(d, want)
 	if err != nil {
 		return "", err
 	}
-	if now.exists != was.exists || !bytes.Equal(now.raw, was.raw) {
+	if now.exists != was.exists || now.exists && !now.same {
 		return "", errFileChanged
 	}
+	l.at("reread")
 	// A new file is created like any program creates one: 0666 under
 	// the umask or the directory's default ACL. A replaced one keeps its
 	// mode, owner and ACL.
@@ -311,6 +378,7 @@ func (l location) write(d *fileDir, data []byte, was current) (string, error) {
 	}()
 	var st unix.Stat_t
 	if err == nil {
+		l.at("temp")
 		// The last look before the rename: a hand edit since the read
 		// above changes the signature.
 		if l.statIn(d, &st) != now.sig {
@@ -319,6 +387,9 @@ func (l location) write(d *fileDir, data []byte, was current) (string, error) {
 	}
 	if err == nil {
 		err = unix.Renameat(d.fd, tmp, d.fd, l.name)
+		if err == nil {
+			l.at("renamed")
+		}
 	}
 	if err != nil {
 		_ = unix.Unlinkat(d.fd, tmp, 0)

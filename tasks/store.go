@@ -100,10 +100,21 @@ func saveSynced(ctx context.Context, q querier, id int64, old boardRow, base map
 	return nil
 }
 
-// loadItems reads every task of a board as the file shows it: with its
-// last shownNotes notes, and the count of the older ones.
-func loadItems(ctx context.Context, q querier, id int64) (map[int]item, error) {
-	rows, err := q.QueryContext(ctx, `SELECT num, title, status, owner, link FROM tasks WHERE board_id = ?`, id)
+// loadItems reads tasks of a board as the file shows them: with their
+// last shownNotes notes, and the count of the older ones. nums nil reads
+// every task.
+func loadItems(ctx context.Context, q querier, id int64, nums []int) (map[int]item, error) {
+	where, args := "", []any{id}
+	if nums != nil {
+		if len(nums) == 0 {
+			return map[int]item{}, nil
+		}
+		where = " AND num IN (" + strings.Repeat("?,", len(nums)-1) + "?)"
+		for _, n := range nums {
+			args = append(args, n)
+		}
+	}
+	rows, err := q.QueryContext(ctx, `SELECT num, title, status, owner, link FROM tasks WHERE board_id = ?`+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("load tasks: %w", err)
 	}
@@ -124,7 +135,7 @@ func loadItems(ctx context.Context, q querier, id int64) (map[int]item, error) {
 		SELECT num, seq, at, author, text,
 			row_number() OVER (PARTITION BY num ORDER BY seq DESC) AS back,
 			count(*) OVER (PARTITION BY num) AS total
-		FROM task_notes WHERE board_id = ?) WHERE back <= ? ORDER BY num, seq`, id, shownNotes)
+		FROM task_notes WHERE board_id = ?`+where+`) WHERE back <= ? ORDER BY num, seq`, append(args, shownNotes)...)
 	if err != nil {
 		return nil, fmt.Errorf("load notes: %w", err)
 	}

@@ -61,6 +61,9 @@ type state struct {
 	nextNum   int
 	inFile    bool // the file holds the rendered board
 	report    SyncReport
+	ctx       context.Context
+	q         querier    // the merge's transaction
+	prev      *fileCache // what this Board wrote last, if it knows
 }
 
 // check is run by Resolve inside a cycle, after the merge.
@@ -78,13 +81,43 @@ func (b *Board) sync(ctx context.Context, resolve map[int]Side, fn check) (*stat
 		return nil, err
 	}
 	defer unlock()
+	return b.syncLocked(ctx, resolve, fn, false)
+}
+
+// syncLocked is sync under the lock. With fast, the changes made by this
+// Board since the last sync are written without a whole sync when the
+// file is still the one it wrote last (see fastSync).
+func (b *Board) syncLocked(ctx context.Context, resolve map[int]Side, fn check, fast bool) (*state, error) {
+	gen, dirty := b.takeDirty()
+	if fast && resolve == nil && fn == nil && b.cache != nil && b.cache.doc != nil {
+		if ok, err := b.fastSync(dirty); ok {
+			b.finish(gen, err)
+			return nil, err
+		}
+	}
+	// What this Board wrote last is the ancestor of the file until a sync
+	// saves a new base; a sync that stops before that keeps it.
+	prev := b.cache
+	b.cache = nil
+	defer func() {
+		if b.cache == nil && prev != nil {
+			prev.doc = nil // the file is to be read again
+			b.cache = prev
+		}
+	}()
 	for range 5 {
-		st, err := b.syncOnce(ctx, resolve, fn)
+		st, err := b.syncOnce(ctx, resolve, fn, prev)
 		if !errors.Is(err, errFileChanged) {
+			if st != nil {
+				prev = nil // it saved the base: the board's row says it now
+			}
+			b.finish(gen, err)
 			return st, err
 		}
 	}
-	return nil, fmt.Errorf("write %s: the file kept changing while it was being rewritten; try again", b.path)
+	err := fmt.Errorf("write %s: the file kept changing while it was being rewritten; try again", b.path)
+	b.finish(gen, err)
+	return nil, err
 }
 
 // fileError is a file that could not be read: the board carries on from
@@ -94,7 +127,7 @@ type fileError struct{ err error }
 func (e *fileError) Error() string { return e.err.Error() }
 func (e *fileError) Unwrap() error { return e.err }
 
-func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check) (*state, error) {
+func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check, prev *fileCache) (*state, error) {
 	dir, err := b.loc.openDir(false)
 	if err != nil {
 		return nil, &fileError{err}
@@ -102,33 +135,39 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check) (*
 	if dir != nil {
 		defer func() { dir.close() }()
 	}
+	b.loc.at("open")
 	cur := current{sig: "missing"}
 	if dir != nil {
-		if cur, err = b.loc.read(dir); err != nil {
+		if cur, err = b.readSettled(dir); err != nil {
 			return nil, &fileError{err}
 		}
 		b.cleanTemps(dir)
 	}
-	st := &state{board: b, now: b.now().UTC(), doc: parse(cur.raw), resolve: resolve}
+	b.loc.at("read")
+	st := &state{board: b, now: b.now().UTC(), doc: parse(cur.raw), resolve: resolve, prev: prev}
 	if st.file, err = fileItems(st.doc, b.path); err != nil {
 		return nil, err
 	}
+	b.loc.at("parsed")
 	// Most syncs have no hand edit to take: they only read the database,
 	// which also works on a full disk.
 	if err := b.merge(ctx, st, cur.exists, false); err != nil {
 		return nil, err
 	}
+	b.loc.at("loaded")
 	if len(st.dirty) > 0 || st.nextNum > st.row.next {
 		if err := b.merge(ctx, st, cur.exists, true); err != nil {
 			return nil, err
 		}
 	}
+	b.loc.at("merged")
 	if fn != nil {
 		if err := fn(st); err != nil {
 			return nil, err
 		}
 	}
 	out := st.render()
+	b.loc.at("rendered")
 	var writeErr error
 	sig := cur.sig
 	st.inFile = bytes.Equal(out, cur.raw) && cur.exists
@@ -165,10 +204,36 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check) (*
 	if err := saveSynced(ctx, b.db, b.id, st.row, st.newBase(), sig, st.conflicts, st.now); err != nil {
 		return nil, err
 	}
+	b.loc.at("saved")
 	if writeErr != nil {
 		return st, &unwrittenError{path: b.path, err: writeErr}
 	}
+	if st.inFile && cur.exists || st.report.Written {
+		b.keepCache(st, out, sig)
+	}
 	return st, nil
+}
+
+// settleTime is how long a file must have been left alone before its
+// hand edits are taken: an editor that saves in place truncates the file
+// and then writes it, and a read in between sees tasks missing.
+const settleTime = 50 * time.Millisecond
+
+// readSettled reads the file once nobody has written it for settleTime,
+// waiting at most about a second; this Board's own writes are complete
+// and need no wait.
+func (b *Board) readSettled(dir *fileDir) (current, error) {
+	for i := 0; ; i++ {
+		cur, err := b.loc.read(dir)
+		if err != nil || !cur.exists || b.wrote(cur.sig) || i >= 20 {
+			return cur, err
+		}
+		age := time.Since(time.Unix(cur.st.Ctim.Unix()))
+		if age >= b.settle || age < -time.Second {
+			return cur, nil // settled, or a clock that went back: read as is
+		}
+		time.Sleep(b.settle - age)
+	}
 }
 
 // merge loads the board and merges the file into it. With write, it runs
@@ -187,16 +252,27 @@ func (b *Board) merge(ctx context.Context, st *state, exists, write bool) error 
 		return err
 	}
 	st.base, st.nextNum = st.row.base, st.row.next
+	if p := st.prev; p != nil && p.unsaved && st.row.sig == p.dbSig {
+		// The base of this Board's last writes, not saved yet: what the
+		// file said before any hand edit since.
+		st.base = map[int]item{}
+		for n, it := range p.base {
+			st.base[n] = it
+		}
+	}
 	if !exists {
 		// A missing file is no hand edit: it is written afresh.
 		st.file = st.base
 	}
-	if st.db, err = loadItems(ctx, tx, b.id); err != nil {
+	if st.db, err = loadItems(ctx, tx, b.id, nil); err != nil {
 		return err
 	}
 	st.conflicts, st.dirty, st.resolved = map[int]bool{}, map[int]bool{}, map[int]bool{}
 	st.report = SyncReport{}
-	st.merge()
+	st.ctx, st.q = ctx, tx
+	if err := st.merge(); err != nil {
+		return err
+	}
 	if !write {
 		return nil
 	}
@@ -292,40 +368,47 @@ func fileItems(d *document, path string) (map[int]item, error) {
 
 // merge takes hand edits from the file into st.db and finds conflicts.
 // A task changed on both sides is merged field by field (title, status,
-// owner, link, the shown notes) when no field changed on both sides in
-// different ways; otherwise it is a conflict.
-func (st *state) merge() {
+// owner, link) when no field changed on both sides in different ways;
+// otherwise it is a conflict. Notes never conflict and are never dropped
+// (see mergeNotes).
+func (st *state) merge() error {
 	for _, n := range union(st.base, st.file, st.db) {
 		b, inB := st.base[n]
 		f, inF := st.file[n]
 		d, inD := st.db[n]
 		side, resolving := st.resolve[n]
+		var err error
 		switch {
 		case same(b, inB, f, inF), same(f, inF, d, inD):
 			// No hand edit, or the same edit on both sides.
 		case same(b, inB, d, inD):
-			st.take(n, f, inF)
+			err = st.take(n, b, f, inF)
 		case resolving:
 			st.resolved[n] = true
 			if side == KeepFile {
-				st.take(n, f, inF)
+				err = st.take(n, b, f, inF)
 			}
 			// KeepBoard: render writes the board's version over the file's.
 		default:
 			if m, ok := mergeFields(b, f, d); inB && inF && inD && ok {
-				st.take(n, m, true)
+				err = st.take(n, b, m, true)
 				break
 			}
 			st.conflicts[n] = true
 			st.report.Conflicts = append(st.report.Conflicts, Conflict{TaskID: taskID(n), File: maybeTask(f, inF), Board: maybeTask(d, inD)})
 		}
+		if err != nil {
+			return err
+		}
 		if n >= st.nextNum {
 			st.nextNum = n + 1
 		}
 	}
+	return nil
 }
 
-// mergeFields merges two descendants of b field by field.
+// mergeFields merges two descendants of b field by field. The notes are
+// the file's: take merges them with the board's.
 func mergeFields(b, f, d item) (item, bool) {
 	m, ok := d, true
 	pick := func(bv, fv, dv string) string {
@@ -342,28 +425,33 @@ func mergeFields(b, f, d item) (item, bool) {
 	m.Status = Status(pick(string(b.Status), string(f.Status), string(d.Status)))
 	m.Owner = pick(b.Owner, f.Owner, d.Owner)
 	m.Link = pick(b.Link, f.Link, d.Link)
-	switch {
-	case sameNotes(f.Notes, b.Notes) || sameNotes(f.Notes, d.Notes):
-	case sameNotes(d.Notes, b.Notes):
-		m.Notes = f.Notes
-	default:
-		ok = false
-	}
+	m.Notes = f.Notes
 	return m, ok
 }
 
-// take puts the file's version of task n on the board. The notes the
-// file does not show stay as the board has them.
-func (st *state) take(n int, f item, inF bool) {
+// take puts the file's version f of task n (whose base is b) on the
+// board. Its notes are merged with the board's: none the board has is
+// dropped, and the notes the file does not show stay as they are.
+func (st *state) take(n int, b, f item, inF bool) error {
 	st.dirty[n] = true
-	if inF {
-		f.Older = st.db[n].Older
-		st.db[n] = f
-		st.report.Imported = append(st.report.Imported, taskID(n))
-		return
+	if !inF {
+		delete(st.db, n)
+		st.report.Removed = append(st.report.Removed, taskID(n))
+		return nil
 	}
-	delete(st.db, n)
-	st.report.Removed = append(st.report.Removed, taskID(n))
+	d, inD := st.db[n]
+	if inD {
+		notes, err := mergeNotes(b.Notes, f.Notes, d.Notes, func() ([]Note, error) {
+			return olderNotes(st.ctx, st.q, st.board.id, n, d.Older)
+		})
+		if err != nil {
+			return err
+		}
+		f.Notes, f.Older = notes, d.Older
+	}
+	st.db[n] = f
+	st.report.Imported = append(st.report.Imported, taskID(n))
+	return nil
 }
 
 // flush saves the dirty tasks.

@@ -150,7 +150,10 @@ func TestConflictIsReportedNotOverwritten(t *testing.T) {
 		file = f.readFile()
 		switch keep {
 		case KeepFile:
-			if task.Title != "One, file side" || task.Status != StatusBlocked || len(task.Notes) != 0 || strings.Contains(file, "board side") {
+			// The file's fields win; the board's note is kept: an
+			// acknowledged note is never dropped.
+			if task.Title != "One, file side" || task.Status != StatusBlocked || len(task.Notes) != 1 ||
+				!strings.Contains(file, "- [!] T-1 One, file side\n  - 2026-05-06 10:00 @alice: board side\n") {
 				t.Fatalf("keep file: %+v\n%s", task, file)
 			}
 		case KeepBoard:

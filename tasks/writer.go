@@ -11,22 +11,83 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// writer is the background writer of a Board with Options.Coalesce: a
-// change marks the board, and one sync a little later writes every change
-// made meanwhile. The database is the source of truth, so a crash before
-// that sync loses nothing: the next sync (the next Open) writes it.
+// writer orders the file's writes for a Board with Options.Coalesce (the
+// server). A change returns only once the file holds it, so that an agent
+// that adds a task and then reads or commits TASKS.md sees it; changes
+// made while a write runs share the next one (see writeThrough). The
+// sync base those writes leave is saved to the database a little later,
+// in the background (see background): the database is the source of truth, so
+// a crash before that loses nothing, and the next sync finds the file
+// agreeing with the board.
 type writer struct {
 	mu      sync.Mutex
-	timer   *time.Timer // set while a sync is scheduled
+	timer   *time.Timer // set while a background sync is scheduled
 	running sync.WaitGroup
 	closed  bool
-	lastErr error     // what the last background sync could not do
 	written string    // signature of the file this Board wrote last
 	cleaned time.Time // when cleanTemps last ran
+
+	gen     uint64        // changes counted so far, in commit order
+	doneGen uint64        // every change up to this one is in the file, or failed with doneErr
+	doneErr error         // what the last sync could not do (an unwrittenError), or nil
+	dirty   map[int]*item // tasks changed since the last sync took the set, as changed
 }
 
-// schedule arranges a sync within the coalescing delay, unless one is
-// already scheduled.
+// commit commits a change to task n, which leaves it as it says, and
+// returns the change's generation: a sync that starts after this call
+// includes it. Changes commit one at a time (SQLite's write lock), and
+// commitMu keeps the order in which their tasks are recorded for the next
+// write the same: the last one recorded is the task as the database has it.
+func (b *Board) commit(tx *sql.Tx, n int, it *item) (uint64, error) {
+	b.commitMu.Lock()
+	defer b.commitMu.Unlock()
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	return b.changed(n, it), nil
+}
+
+// changed counts a change to task n that was just committed, with the
+// task as it left it, and returns its generation.
+func (b *Board) changed(n int, it *item) uint64 {
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	b.w.gen++
+	if b.w.dirty == nil {
+		b.w.dirty = map[int]*item{}
+	}
+	b.w.dirty[n] = it
+	return b.w.gen
+}
+
+// takeDirty is called by a sync before it reads the database: it returns
+// the changes the sync will include.
+func (b *Board) takeDirty() (uint64, map[int]*item) {
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	d := b.w.dirty
+	b.w.dirty = nil
+	return b.w.gen, d
+}
+
+// finish records what a sync that included the changes up to gen did.
+func (b *Board) finish(gen uint64, err error) {
+	if err != nil && errors.Is(err, ErrConflict) {
+		err = nil // other tasks' conflicts are not these changes'
+	}
+	if err != nil {
+		err = unwritten(b.path, err)
+	}
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	if gen >= b.w.doneGen {
+		b.w.doneGen, b.w.doneErr = gen, err
+	}
+}
+
+// schedule arranges a background sync within the coalescing delay, unless
+// one is already scheduled: it saves the base of the last writes, or
+// writes what an earlier write could not.
 func (b *Board) schedule() {
 	b.w.mu.Lock()
 	defer b.w.mu.Unlock()
@@ -37,21 +98,16 @@ func (b *Board) schedule() {
 	b.w.timer = time.AfterFunc(b.coalesce, func() {
 		defer b.w.running.Done()
 		b.w.mu.Lock()
-		b.w.timer = nil // a change from now on schedules the next sync
+		b.w.timer = nil // a change from now on schedules the next one
 		b.w.mu.Unlock()
-		_, err := b.sync(context.Background(), nil, nil)
-		if errors.Is(err, ErrConflict) {
-			err = nil // reported to whoever touches those tasks
-		}
-		b.w.mu.Lock()
-		b.w.lastErr = err
-		b.w.mu.Unlock()
+		b.background(context.Background(), false)
 	})
 }
 
-// written returns the warning for a change that stands on the board: the
-// sync that writes it ran now (no coalescing) or is scheduled.
-func (b *Board) written(ctx context.Context) error {
+// written returns once the file holds the change of generation gen, or
+// with the warning of a change that stands on the board but is not in the
+// file yet.
+func (b *Board) written(ctx context.Context, gen uint64) error {
 	if b.coalesce <= 0 {
 		_, err := b.sync(ctx, nil, nil)
 		if err == nil || errors.Is(err, ErrConflict) {
@@ -59,13 +115,57 @@ func (b *Board) written(ctx context.Context) error {
 		}
 		return unwritten(b.path, err)
 	}
-	b.schedule()
-	b.w.mu.Lock()
-	defer b.w.mu.Unlock()
-	if b.w.lastErr != nil {
-		return unwritten(b.path, b.w.lastErr)
+	return b.writeThrough(ctx, gen)
+}
+
+// writeThrough writes the file unless a sync that started after the
+// change of generation gen already did: of the callers waiting here, the
+// first to get the lock writes every change made so far, and the others
+// find their change written and return at once.
+func (b *Board) writeThrough(ctx context.Context, gen uint64) error {
+	defer b.schedule()
+	unlock, err := b.lock(ctx)
+	if err != nil {
+		return unwritten(b.path, err) // the background sync writes it
 	}
-	return nil
+	defer unlock()
+	b.w.mu.Lock()
+	done, doneErr := b.w.doneGen >= gen, b.w.doneErr
+	b.w.mu.Unlock()
+	if done {
+		return doneErr
+	}
+	_, err = b.syncLocked(ctx, nil, nil, true)
+	if err == nil || errors.Is(err, ErrConflict) {
+		return nil
+	}
+	return unwritten(b.path, err)
+}
+
+// background is the background sync: when the file is still the one this
+// Board wrote last, it saves the sync base of the writes made since the
+// last save; otherwise it runs a whole sync, which merges a hand edit and
+// writes what could not be written before. Unless now, the base waits
+// for the changes to pause.
+func (b *Board) background(ctx context.Context, now bool) {
+	unlock, err := b.lock(ctx)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if c := b.cache; c != nil && b.loc.stat() == c.sig {
+		if !c.unsaved {
+			return
+		}
+		if !now && !c.saveDue(b.coalesce) {
+			b.schedule() // changes are still coming: save after them
+			return
+		}
+		if err := b.saveCache(ctx); err == nil {
+			return
+		}
+	}
+	b.syncLocked(ctx, nil, nil, false) //nolint:errcheck // recorded by finish
 }
 
 // Flush writes pending changes to the file now.

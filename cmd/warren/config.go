@@ -125,9 +125,9 @@ func boardPath(c *cli.Context, cfg *config, dataDir string) (path, root string) 
 	return path, ""
 }
 
-// boardCoalesce is how long the server lets changes gather before it
-// rewrites TASKS.md: many changes, one rewrite, and a change costs the
-// same on a board of any size.
+// boardCoalesce is the server's Coalesce for the task board: a change
+// returns once TASKS.md holds it, changes made during a write share the
+// next one, and the sync base is saved this long after changes pause.
 const boardCoalesce = 200 * time.Millisecond
 
 // openBoard opens the task board the flags and config name. coalesce is

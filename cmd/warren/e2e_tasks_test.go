@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,5 +236,35 @@ func TestArchivingASessionReleasesItsClaims(t *testing.T) {
 	got := agent.ok("task_claim", map[string]any{"task_id": "T-1"})
 	if claim := got["task"].(map[string]any)["claim"].(map[string]any); claim["session_id"] == id {
 		t.Fatalf("claimed by the archived session: %v", claim)
+	}
+}
+
+// An agent that adds or updates a task and then reads docs/TASKS.md in
+// its shell (to commit it, say) sees its change: a task tool returns only
+// once the file holds it (issue 21, item 7).
+func TestTaskToolsReadYourWrites(t *testing.T) {
+	needJail(t)
+	ws := jailDir(t)
+	user := serveStdio(t, "--workspace", ws, "--data-dir", jailDir(t))
+	const rounds = 15
+	for i := range rounds {
+		title := fmt.Sprintf("Task number %d", i)
+		added := user.ok("task_add", map[string]any{"title": title})
+		task, _ := added["task"].(map[string]any)
+		id, _ := task["id"].(string)
+		if id == "" || added["warning"] != nil {
+			t.Fatalf("task_add: %v", added)
+		}
+		out := user.exec("cat docs/TASKS.md")
+		if want := "- [ ] " + id + " " + title + "\n"; !strings.Contains(fmt.Sprint(out["stdout"]), want) {
+			t.Fatalf("round %d: right after task_add, docs/TASKS.md in the shell has no %q:\n%v", i, want, out["stdout"])
+		}
+		note := fmt.Sprintf("note %d", i)
+		user.ok("task_update", map[string]any{"task_id": id, "status": "blocked", "note": note})
+		out = user.exec("grep -A1 -F -- '" + id + " ' docs/TASKS.md")
+		got := fmt.Sprint(out["stdout"])
+		if !strings.Contains(got, "- [!] "+id+" "+title+"\n") || !strings.Contains(got, ": "+note+"\n") {
+			t.Fatalf("round %d: right after task_update, docs/TASKS.md in the shell shows:\n%s", i, got)
+		}
 	}
 }
