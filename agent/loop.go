@@ -205,6 +205,11 @@ func (r *run) send(e Event) {
 }
 
 func (r *run) end(reason, msg string) DoneInfo {
+	if strings.TrimSpace(msg) == "" {
+		// Every stop says why: an empty error (one from a library that
+		// gives none) would print as nothing.
+		msg = "the run stopped (" + reason + ") and the cause gave no message"
+	}
 	if reason == EndError || reason == EndBudget || reason == EndMaxTurns || reason == EndApproval {
 		r.send(Event{Type: EventError, Text: msg})
 	}

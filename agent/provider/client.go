@@ -90,6 +90,7 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 	if backoff == 0 {
 		backoff = 500 * time.Millisecond
 	}
+	cuts := 0 // answers that ended before they were finished
 	for attempt := 0; ; attempt++ {
 		var x exchange
 		opts := []option.RequestOption{option.WithMiddleware(x.middleware(stream))}
@@ -107,7 +108,14 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 				}
 			}
 		}
+		if err == nil && stream && resp.FinishReason == "" && !x.done() {
+			err = &cutError{text: len(resp.Message.Content)}
+		}
 		if err == nil {
+			if cuts > 0 {
+				resp.Warnings = append(resp.Warnings, fmt.Sprintf("the model's answer stream was cut short %d time(s) and the answer was asked for again "+
+					"(text shown before this may repeat)", cuts))
+			}
 			if resp.Usage == (Usage{}) {
 				resp.Usage = estimate(x.sent, resp.Message)
 			}
@@ -116,6 +124,20 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 		}
 		if ctx.Err() != nil {
 			return Response{}, ctx.Err()
+		}
+		if cut := cutShort(err, x.resp); cut != nil {
+			// An answer that ended before it was finished is not an
+			// answer: ask again, as for a 5xx, and fail if it keeps
+			// happening.
+			cuts++
+			if attempt >= retries {
+				return Response{}, fmt.Errorf("model endpoint %s: %w, %d times in a row: the endpoint or a proxy in front of it "+
+					"ends answers early (check its timeouts and logs)", c.BaseURL, cut, cuts)
+			}
+			if err := c.sleep(ctx, backoff<<attempt); err != nil {
+				return Response{}, err
+			}
+			continue
 		}
 		serr := statusError(err, x.resp)
 		if serr == nil {
@@ -144,6 +166,32 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 			return Response{}, err
 		}
 	}
+}
+
+// cutError is an answer that ended before it was finished.
+type cutError struct {
+	text int  // bytes of text received before the end, -1: unknown
+	eof  bool // the connection was closed in the middle of the body
+}
+
+func (e *cutError) Error() string {
+	if e.eof {
+		return "the answer stream ended before the answer was finished: the connection was closed in the middle of it"
+	}
+	return fmt.Sprintf("the answer stream ended before the answer was finished (no finish_reason and no [DONE], after %d bytes of text)", e.text)
+}
+
+// cutShort recognises an answer cut short: a stream without an end, or a
+// body that stopped in the middle of an answer the server had accepted.
+func cutShort(err error, resp *http.Response) *cutError {
+	var cut *cutError
+	if errors.As(err, &cut) {
+		return cut
+	}
+	if resp != nil && resp.StatusCode == http.StatusOK && errors.Is(err, io.ErrUnexpectedEOF) {
+		return &cutError{text: -1, eof: true}
+	}
+	return nil
 }
 
 func (c *Client) maxRetryAfter() time.Duration {

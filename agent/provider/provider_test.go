@@ -233,3 +233,28 @@ func TestAnswersOutsideTheStandardShape(t *testing.T) {
 		t.Errorf("message in the last chunk: %v %+v", err, resp)
 	}
 }
+
+// A stream that ends before the answer is finished (no finish_reason, no
+// [DONE]), cleanly or by a dropped connection, is retried; the answer is
+// the complete one of the retry, and a stream cut every time is an error
+// that says so, never a partial answer.
+func TestStreamCutShortIsRetriedThenAnError(t *testing.T) {
+	full := "the whole answer, in three pieces"
+	for _, cut := range []pt.Reply{{Text: full, Cut: true}, {Text: full, Drop: true}} {
+		s := pt.New(pt.OpenAI, cut, pt.Reply{Text: full})
+		c, slept := client(s, provider.DefaultProfile(s.BaseURL(), "m"))
+		resp, err := c.Chat(context.Background(), ask("hi"), nil)
+		if err != nil || resp.Message.Content != full {
+			t.Errorf("cut %v drop %v: %v, answer %q: want the retry's whole answer", cut.Cut, cut.Drop, err, resp.Message.Content)
+		}
+		if n := len(s.Requests()); n != 2 || len(*slept) != 1 {
+			t.Errorf("cut %v drop %v: %d requests, %d waits: want one retry", cut.Cut, cut.Drop, n, len(*slept))
+		}
+		s.Push(cut, cut, cut, cut, cut)
+		resp, err = c.Chat(context.Background(), ask("hi"), nil)
+		if err == nil || !strings.Contains(err.Error(), "ended before the answer was finished") {
+			t.Errorf("cut %v drop %v: every stream cut: err %v, answer %q", cut.Cut, cut.Drop, err, resp.Message.Content)
+		}
+		s.Close()
+	}
+}

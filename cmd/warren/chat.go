@@ -316,10 +316,13 @@ func runChat(c *cli.Context) error {
 		return err
 	}
 	if code := exitFor(d.Reason); code != 0 {
-		if output == "text" && d.Error != "" {
-			fmt.Fprintln(os.Stderr, "warren:", d.Error)
+		// Said once, by main, whatever the output format: the JSON
+		// formats carry it on stdout too.
+		msg := d.Error
+		if msg == "" {
+			msg = "the run ended (" + d.Reason + ") without saying why"
 		}
-		return cli.Exit("", code)
+		return cli.Exit(msg, code)
 	}
 	return nil
 }

@@ -148,7 +148,7 @@ func runChatDoctor(c *cli.Context) error {
 	if p.Fix != "" {
 		fmt.Fprintln(w, "fix: "+p.Fix)
 		if !p.Tools {
-			return cli.Exit("", exitError)
+			return cli.Exit("the endpoint cannot call tools, which the agent needs: apply the fix above and run 'warren chat doctor' again", exitError)
 		}
 	}
 	_ = agent.EventDone

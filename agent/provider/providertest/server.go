@@ -53,6 +53,13 @@ type Reply struct {
 	PromptTokens int64
 	// Delay is slept between text deltas (streams that arrive slowly).
 	Delay time.Duration
+	// Cut ends a streamed answer after its first text delta, with no
+	// finish_reason and no [DONE]: the server ends the response and closes
+	// the connection mid-answer (a proxy's timeout, a crashed worker).
+	Cut bool
+	// Drop is Cut without a proper end: the connection is closed in the
+	// middle of the chunked response body.
+	Drop bool
 	// Hold, when set, makes a streamed answer wait for it before its last
 	// text delta (or until the client goes away): tests see the first
 	// deltas arrive while the answer is provably not finished.
@@ -248,6 +255,9 @@ func (s *Server) complete(w http.ResponseWriter, reply Reply, prompt int64) {
 // stream writes a streamed answer; false means the client went away.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, reply Reply, prompt int64) bool {
 	w.Header().Set("Content-Type", "text/event-stream")
+	if reply.Cut {
+		w.Header().Set("Connection", "close")
+	}
 	fl, _ := w.(http.Flusher)
 	send := func(v any) {
 		b, _ := json.Marshal(v)
@@ -274,6 +284,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 			}
 		}
 		send(chunk(map[string]any{"content": piece}, nil))
+		if reply.Drop {
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					conn.Close()
+				}
+			}
+			return false
+		}
+		if reply.Cut {
+			return true
+		}
 	}
 	finish := "stop"
 	switch {
