@@ -258,6 +258,12 @@ func (r *run) loop(ctx context.Context, prompt string) DoneInfo {
 		}
 		a.Messages = append(a.Messages, msg)
 		if len(msg.ToolCalls) == 0 {
+			if strings.TrimSpace(msg.Content) == "" {
+				// Nothing is not an answer (the provider already asked
+				// again without streaming when tools were offered).
+				return r.end(EndError, "the model answered with nothing (no text and no tool call): try again, "+
+					"or check the model with 'warren chat doctor'")
+			}
 			return DoneInfo{Reason: EndDone, Answer: msg.Content, Turns: r.turn}
 		}
 		for i, call := range msg.ToolCalls {

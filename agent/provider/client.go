@@ -39,6 +39,10 @@ type Client struct {
 	MaxRetryAfter time.Duration
 	// Sleep waits; tests make it instant. nil means a context-aware sleep.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// OnProfile, when set, is given the profile after Chat learned
+	// something of the endpoint in a run (that it drops streamed tool
+	// calls), to be stored.
+	OnProfile func(Profile)
 
 	api    *openai.Client
 	apiFor string // the BaseURL and key api was made for
@@ -54,15 +58,37 @@ type Client struct {
 func (c *Client) Chat(ctx context.Context, req Request, onText func(string)) (Response, error) {
 	stream := c.Profile.StreamToolCalls || len(req.Tools) == 0
 	resp, err := c.chatOnce(ctx, req, stream, onText)
-	if err == nil && stream && resp.FinishReason == "tool_calls" && len(resp.Message.ToolCalls) == 0 {
-		// The server said it called a tool but streamed none: it drops
-		// streamed tool calls. Ask again without streaming, and remember.
-		c.Profile.StreamToolCalls = false
-		resp, err = c.chatOnce(ctx, req, false, nil)
-		resp.Warnings = append(resp.Warnings, "the endpoint dropped streamed tool calls; using non-streaming requests with tools "+
-			"(run 'warren chat doctor' to store this)")
+	if err != nil || !stream || len(req.Tools) == 0 || len(resp.Message.ToolCalls) > 0 ||
+		(resp.FinishReason != "tool_calls" && strings.TrimSpace(StripThink(resp.Message.Content)) != "") {
+		return resp, err
 	}
-	return resp, err
+	// A streamed request with tools got no call and either no text or a
+	// finish_reason of tool_calls: some servers drop tool calls when
+	// streaming. Ask again without streaming; if that brings the calls,
+	// the endpoint drops them, which is remembered (OnProfile stores it
+	// as 'chat doctor' would).
+	again, err := c.chatOnce(ctx, req, false, nil)
+	if err != nil {
+		return Response{}, err
+	}
+	again.Usage = addUsage(resp.Usage, again.Usage) // both calls were made
+	again.Warnings = append(resp.Warnings, again.Warnings...)
+	if len(again.Message.ToolCalls) > 0 {
+		c.Profile.StreamToolCalls = false
+		again.Warnings = append(again.Warnings, "the endpoint dropped streamed tool calls: requests with tools are sent without "+
+			"streaming from now on (remembered in its profile, as 'warren chat doctor' would)")
+		if c.OnProfile != nil {
+			c.OnProfile(c.Profile)
+		}
+	} else if onText != nil && again.Message.Content != "" {
+		onText(again.Message.Content)
+	}
+	return again, nil
+}
+
+func addUsage(a, b Usage) Usage {
+	return Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
+		CachedTokens: a.CachedTokens + b.CachedTokens, Estimated: a.Estimated || b.Estimated}
 }
 
 // client returns the openai-go client, made once per endpoint and key.

@@ -258,3 +258,37 @@ func TestStreamCutShortIsRetriedThenAnError(t *testing.T) {
 		s.Close()
 	}
 }
+
+// A server that drops tool calls when streaming, never probed: the empty
+// streamed reply to a request with tools is detected in the run, asked
+// again without streaming, and the profile that says so is handed on to
+// be stored. Usage counts both calls.
+func TestDroppedStreamedCallsAreDetectedWithoutDoctor(t *testing.T) {
+	call := pt.Reply{Calls: []pt.Call{{Name: "echo", Args: `{"text":"a"}`}}}
+	s := pt.New(pt.Ollama, call, call, call)
+	defer s.Close()
+	c, _ := client(s, provider.DefaultProfile(s.BaseURL(), "m"))
+	var stored []provider.Profile
+	c.OnProfile = func(p provider.Profile) { stored = append(stored, p) }
+	resp, err := c.Chat(context.Background(), ask("hi"), nil)
+	if err != nil || len(resp.Message.ToolCalls) != 1 || resp.Message.ToolCalls[0].Name != "echo" {
+		t.Fatalf("%v, calls %+v: want the call the streamed answer dropped", err, resp.Message.ToolCalls)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 2 || !reqs[0].Stream || reqs[1].Stream {
+		t.Fatalf("%d requests: want a streamed one, then the same without streaming", len(reqs))
+	}
+	if len(stored) != 1 || stored[0].StreamToolCalls {
+		t.Errorf("profiles handed on: %+v: want one with stream_tool_calls false", stored)
+	}
+	if len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], "dropped") {
+		t.Errorf("warnings %q", resp.Warnings)
+	}
+	if resp.Usage.InputTokens < 2*int64(len("hi")) {
+		t.Errorf("usage %+v", resp.Usage)
+	}
+	// The next request with tools is not streamed at all.
+	if _, err := c.Chat(context.Background(), ask("again"), nil); err != nil || s.Requests()[2].Stream {
+		t.Errorf("after detection: %v, streamed %v", err, s.Requests()[2].Stream)
+	}
+}

@@ -276,7 +276,7 @@ func runChat(c *cli.Context) error {
 	defer stop()
 	interactive := c.String("prompt") == ""
 	term := isTerminal(os.Stdin) && isTerminal(os.Stderr)
-	cfg := agent.Config{Model: &provider.Client{BaseURL: baseURL, APIKey: key, Profile: profile}, ModelName: model,
+	cfg := agent.Config{Model: &provider.Client{BaseURL: baseURL, APIKey: key, Profile: profile, OnProfile: rememberProfile(ctx, env.store)}, ModelName: model,
 		Tools: env.tools, Policy: policy, User: env.user, Session: env.session, Client: metering.ClientCLI, Meter: env.meter}
 	if term {
 		cfg.Approve = terminalApprover(os.Stdin, os.Stderr)
@@ -325,6 +325,14 @@ func runChat(c *cli.Context) error {
 		return cli.Exit(msg, code)
 	}
 	return nil
+}
+
+// rememberProfile stores what a run learned of the endpoint (as 'chat
+// doctor' does); failing to store it costs only the detection again.
+func rememberProfile(ctx context.Context, st *transcript.Store) func(provider.Profile) {
+	return func(p provider.Profile) {
+		_ = st.SaveProfile(context.WithoutCancel(ctx), p)
+	}
 }
 
 // runOnce runs one prompt and prints it in the chosen output format.

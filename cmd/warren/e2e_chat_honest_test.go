@@ -85,3 +85,52 @@ func TestChatStreamCutShortIsNotAnAnswer(t *testing.T) {
 		t.Errorf("agent_run with every stream cut: isError %v, %s", r.IsError, textOf(r))
 	}
 }
+
+// TestChatDetectsDroppedStreamedToolCallsWithoutDoctor: against a server
+// that drops tool calls when streaming (Ollama's way), with no 'chat
+// doctor' first, the empty streamed reply is not taken for the answer:
+// the request is sent again without streaming, the tool runs, and the
+// profile remembers it, so the next chat streams no request with tools.
+func TestChatDetectsDroppedStreamedToolCallsWithoutDoctor(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	model := pt.New(pt.Ollama,
+		pt.Reply{Calls: []pt.Call{{Name: "write_file", Args: `{"path":"d.txt","content":"kept"}`}}},
+		pt.Reply{Calls: []pt.Call{{Name: "write_file", Args: `{"path":"d.txt","content":"kept"}`}}},
+		pt.Reply{Text: "Wrote d.txt."})
+	defer model.Close()
+	stdout, stderr, code := chatRun(t, data, model, "-p", "write d.txt")
+	if code != 0 || stdout != "Wrote d.txt.\n" {
+		t.Fatalf("exit %d, answer %q\n%s", code, stdout, stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(data, "workspaces", "*", "d.txt"))
+	if len(files) != 1 {
+		t.Fatalf("d.txt in the workspaces: %v: the dropped tool call did not run", files)
+	}
+	if b, err := os.ReadFile(files[0]); err != nil || string(b) != "kept" {
+		t.Errorf("d.txt %q %v", b, err)
+	}
+	if !strings.Contains(stderr, "dropped streamed tool calls") {
+		t.Errorf("no warning on stderr:\n%s", stderr)
+	}
+	// Remembered: a new chat sends its requests with tools unstreamed.
+	before := len(model.Requests())
+	model.Push(pt.Reply{Text: "ok"})
+	if _, stderr, code = chatRun(t, data, model, "-p", "hi"); code != 0 {
+		t.Fatalf("second chat: exit %d\n%s", code, stderr)
+	}
+	for _, r := range model.Requests()[before:] {
+		if r.Stream && len(r.Tools) > 0 {
+			t.Error("a request with tools was streamed after the run had found that the server drops them")
+		}
+	}
+
+	// A model that really answers nothing (streamed or not) is an error,
+	// not an empty answer with exit 0.
+	model.Push(pt.Reply{}, pt.Reply{})
+	stdout, stderr, code = chatRun(t, data, model, "-p", "hi")
+	if code != exitError || !strings.Contains(stderr, "answered with nothing") {
+		t.Errorf("empty answer: exit %d, stdout %q\n%s", code, stdout, stderr)
+	}
+	noEmptyError(t, stderr)
+}
