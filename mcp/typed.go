@@ -14,6 +14,8 @@ import (
 type result[Out any] struct {
 	Out  Out
 	Text string
+	// Extra is content after the text (read_file's image).
+	Extra []mcp.Content
 }
 
 // typedHandler adapts a typed handler to mcp-go. Arguments are bound into
@@ -30,7 +32,9 @@ func typedHandler[In, Out any](fn func(ctx context.Context, req mcp.CallToolRequ
 		if err != nil {
 			return mcp.NewToolResultError(toolMessage(err)), nil
 		}
-		return mcp.NewToolResultStructured(res.Out, res.Text), nil
+		r := mcp.NewToolResultStructured(res.Out, res.Text)
+		r.Content = append(r.Content, res.Extra...)
+		return r, nil
 	}
 }
 
