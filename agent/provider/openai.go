@@ -109,6 +109,16 @@ func messageParam(m Message) openai.ChatCompletionMessageParamUnion {
 		}
 		return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
 	}
+	if len(m.Images) > 0 {
+		parts := make([]openai.ChatCompletionContentPartUnionParam, 0, len(m.Images)+1)
+		if m.Content != "" {
+			parts = append(parts, openai.TextContentPart(m.Content))
+		}
+		for _, img := range m.Images {
+			parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: img.DataURL()}))
+		}
+		return openai.UserMessage(parts)
+	}
 	return openai.UserMessage(m.Content)
 }
 

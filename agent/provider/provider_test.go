@@ -292,3 +292,20 @@ func TestDroppedStreamedCallsAreDetectedWithoutDoctor(t *testing.T) {
 		t.Errorf("after detection: %v, streamed %v", err, s.Requests()[2].Stream)
 	}
 }
+
+// Doctor finds whether the model takes images: a model without vision
+// refuses a request with a picture; the default profile sends none.
+func TestDoctorProbesImages(t *testing.T) {
+	for _, noImages := range []bool{false, true} {
+		s := pt.New(pt.OpenAI)
+		s.NoImages = noImages
+		p, err := provider.Probe(context.Background(), provider.Client{BaseURL: s.BaseURL()}, "m")
+		s.Close()
+		if err != nil || p.Images == noImages {
+			t.Errorf("no images %v: profile images %v, %v", noImages, p.Images, err)
+		}
+	}
+	if provider.DefaultProfile("u", "m").Images {
+		t.Error("an endpoint never probed is assumed to take images")
+	}
+}

@@ -277,7 +277,8 @@ func runChat(c *cli.Context) error {
 	interactive := c.String("prompt") == ""
 	term := isTerminal(os.Stdin) && isTerminal(os.Stderr)
 	cfg := agent.Config{Model: &provider.Client{BaseURL: baseURL, APIKey: key, Profile: profile, OnProfile: rememberProfile(ctx, env.store)}, ModelName: model,
-		Tools: env.tools, Policy: policy, User: env.user, Session: env.session, Client: metering.ClientCLI, Meter: env.meter}
+		Tools: env.tools, Policy: policy, User: env.user, Session: env.session, Client: metering.ClientCLI, Meter: env.meter,
+		Images: env.cfg.Agent.imagesFor(profile)}
 	if term {
 		cfg.Approve = terminalApprover(os.Stdin, os.Stderr)
 	}

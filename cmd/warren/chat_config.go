@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/warrenhq/warren/agent"
+	"github.com/warrenhq/warren/agent/provider"
 )
 
 // chatConfig is the "agent" section of the config file: the model, the
@@ -18,6 +19,17 @@ type chatConfig struct {
 	// APIKey is read from here or from OPENAI_API_KEY, never from argv.
 	APIKey string       `json:"api_key,omitempty"`
 	Policy agent.Policy `json:"policy,omitempty"`
+	// Images says whether the model takes images, over what 'chat doctor'
+	// measured (unset: the profile; never probed: no).
+	Images *bool `json:"images,omitempty"`
+}
+
+// imagesFor says whether pictures are shown to the model of profile p.
+func (c chatConfig) imagesFor(p provider.Profile) bool {
+	if c.Images != nil {
+		return *c.Images
+	}
+	return p.Images
 }
 
 // allowedModels lists the models agent_run callers may choose.

@@ -140,6 +140,8 @@ func runChatDoctor(c *cli.Context) error {
 		fmt.Fprintf(w, "  arguments sent as:      %s\n", p.ArgumentsType)
 		fmt.Fprintf(w, "  parallel_tool_calls:    %s\n", yes(p.ParallelToolCalls))
 	}
+	fmt.Fprintf(w, "  images:                 %s\n", map[bool]string{true: "yes (pictures from read_file are shown to the model)",
+		false: "no (pictures are not sent; set agent.images in the config to override)"}[p.Images])
 	fmt.Fprintf(w, "  usage in streams:       %s\n", map[bool]string{true: "yes", false: "no (estimated and marked so)"}[p.UsageInStream])
 	if p.ContextWindow > 0 {
 		fmt.Fprintf(w, "  context kept:           about %d tokens\n", p.ContextWindow)

@@ -107,7 +107,7 @@ func (r *agentRunner) RunAgent(ctx context.Context, req mcp.AgentRequest, progre
 	}
 	cfg := agent.Config{Model: &provider.Client{BaseURL: r.cfg.BaseURL, APIKey: r.key, Profile: profile, OnProfile: rememberProfile(ctx, r.store)},
 		ModelName: model,
-		Tools:     tools, Policy: policy, User: req.User, Session: s.ID, Client: client, Meter: r.meter,
+		Tools:     tools, Policy: policy, User: req.User, Session: s.ID, Client: client, Meter: r.meter, Images: r.cfg.imagesFor(profile),
 		Approve: func(ctx context.Context, call agent.CallInfo, _ agent.ToolInfo) (agent.Decision, error) {
 			ok, err := approve(ctx, call.Name, call.Arguments)
 			if errors.Is(err, mcp.ErrNoElicitation) {
