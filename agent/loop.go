@@ -294,6 +294,7 @@ func (r *run) loop(ctx context.Context, prompt string) DoneInfo {
 			// message.
 			a.Messages = append(a.Messages, provider.Message{Role: "user", Images: r.images,
 				Content: fmt.Sprintf("The %d image(s) returned by the tool calls above, in order.", len(r.images))})
+			a.keepLatestImages(maxImagesKept)
 		}
 	}
 }

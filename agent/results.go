@@ -9,6 +9,31 @@ import (
 // DefaultResultCap is how much of a tool result goes back to the model.
 const DefaultResultCap = 16 << 10
 
+// maxImagesKept bounds the pictures a conversation holds: every request
+// sends them all again, and each may be 5 MiB.
+const maxImagesKept = 4
+
+// keepLatestImages drops all but the latest n pictures of the
+// conversation, leaving a note where they were.
+func (a *Agent) keepLatestImages(n int) {
+	seen := 0
+	for i := len(a.Messages) - 1; i >= 0; i-- {
+		m := &a.Messages[i]
+		if len(m.Images) == 0 {
+			continue
+		}
+		keep := max(0, min(len(m.Images), n-seen))
+		seen += len(m.Images)
+		if keep < len(m.Images) {
+			m.Content += fmt.Sprintf(" [%d older image(s) dropped: a conversation keeps the latest %d]", len(m.Images)-keep, n)
+			m.Images = m.Images[len(m.Images)-keep:]
+			if keep == 0 {
+				m.Images = nil
+			}
+		}
+	}
+}
+
 // capResult keeps the head and the tail of s within limit bytes and says
 // in words what was cut: errors are usually at the end, context at the
 // start.

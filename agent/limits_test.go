@@ -1,6 +1,11 @@
 package agent
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/warrenhq/warren/agent/provider"
+)
 
 // The operator's policy is a ceiling: a caller's limits only lower it.
 func TestLoweredNeverRaisesTheOperatorsLimits(t *testing.T) {
@@ -22,5 +27,20 @@ func TestLoweredNeverRaisesTheOperatorsLimits(t *testing.T) {
 	// Without a configured turn limit the default (50) is the ceiling.
 	if got := (Policy{}).Lowered(1000, 0, 0).maxTurns(); got != DefaultMaxTurns {
 		t.Errorf("no configured limit, 1000 asked: %d turns", got)
+	}
+}
+
+// A conversation keeps only its latest pictures: every request carries
+// them all again.
+func TestOnlyTheLatestImagesAreKept(t *testing.T) {
+	a := &Agent{}
+	img := provider.Image{MIMEType: "image/png", Data: "x"}
+	for range 3 {
+		a.Messages = append(a.Messages, provider.Message{Role: "user", Images: []provider.Image{img, img}})
+	}
+	a.keepLatestImages(3)
+	if n := len(a.Messages[0].Images) + len(a.Messages[1].Images) + len(a.Messages[2].Images); n != 3 ||
+		len(a.Messages[2].Images) != 2 || len(a.Messages[0].Images) != 0 || !strings.Contains(a.Messages[0].Content, "dropped") {
+		t.Errorf("images kept %d %d %d", len(a.Messages[0].Images), len(a.Messages[1].Images), len(a.Messages[2].Images))
 	}
 }
