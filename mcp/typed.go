@@ -30,7 +30,11 @@ func typedHandler[In, Out any](fn func(ctx context.Context, req mcp.CallToolRequ
 		}
 		res, err := fn(ctx, req, in)
 		if err != nil {
-			return mcp.NewToolResultError(toolMessage(err)), nil
+			msg := toolMessage(err)
+			if strings.TrimSpace(msg) == "" { // no error is ever empty
+				msg = "the tool failed and its error had no message (a bug in warren: please report it)"
+			}
+			return mcp.NewToolResultError(msg), nil
 		}
 		r := mcp.NewToolResultStructured(res.Out, res.Text)
 		r.Content = append(r.Content, res.Extra...)
