@@ -237,7 +237,11 @@ func (r *run) loop(ctx context.Context, prompt string) DoneInfo {
 			return r.end(EndCancelled, "stopped")
 		}
 		if r.turn >= a.cfg.Policy.maxTurns() {
-			return r.end(EndMaxTurns, fmt.Sprintf("stopped after %d turns (the limit): raise it with --max-turns or in the policy", r.turn))
+			hint := "raise it with --max-turns or in the policy"
+			if a.cfg.Client != metering.ClientCLI {
+				hint = "the server's policy sets it, and a caller can only lower it"
+			}
+			return r.end(EndMaxTurns, fmt.Sprintf("stopped after %d turns (the limit): %s", r.turn, hint))
 		}
 		req := provider.Request{Model: a.cfg.ModelName, Messages: a.Messages, Tools: a.offered}
 		if msg := r.overBudget(ctx, req); msg != "" {

@@ -41,8 +41,8 @@ func TestAgentRunCannotRaiseTheOperatorsLimits(t *testing.T) {
 	if n := len(model.Requests()); n != 3 || out["ended"] != "max_turns" || out["turns"] != float64(3) {
 		t.Fatalf("a caller's max_turns 1000 against the operator's 3: %d model calls, ended %v after %v turns", n, out["ended"], out["turns"])
 	}
-	if !res.IsError {
-		t.Errorf("a run stopped by its turn limit was reported as a success: %s", textOf(res))
+	if !res.IsError || !strings.Contains(textOf(res), "can only lower it") {
+		t.Errorf("a run stopped by its turn limit: isError %v, %s", res.IsError, textOf(res))
 	}
 
 	// Lowering is allowed: 2 turns.
