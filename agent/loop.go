@@ -59,6 +59,16 @@ type Config struct {
 	ResultCap int
 	// System is the system prompt; empty means DefaultSystem.
 	System string
+	// Images: the model takes images, so the pictures tools return
+	// (read_file of a PNG) are shown to it. Otherwise it is told they
+	// exist and were not shown.
+	Images bool
+}
+
+// imageCaller is a ToolRunner that returns the images of results too;
+// *Tools is one.
+type imageCaller interface {
+	CallImages(ctx context.Context, name string, args map[string]any, onProgress func(string)) (string, bool, []provider.Image, error)
 }
 
 // DefaultSystem is the system prompt of a chat.
@@ -178,6 +188,9 @@ type run struct {
 	a    *Agent
 	emit func(Event)
 	turn int
+	// images are the pictures the tool calls of this turn returned, for
+	// a model that takes images.
+	images []provider.Image
 	// recording is the usage record being written, if any: model records
 	// wait for the disk (they are billing data), so they are written while
 	// the tools run rather than between the model's answer and them.
@@ -205,6 +218,11 @@ func (r *run) send(e Event) {
 }
 
 func (r *run) end(reason, msg string) DoneInfo {
+	if strings.TrimSpace(msg) == "" {
+		// Every stop says why: an empty error (one from a library that
+		// gives none) would print as nothing.
+		msg = "the run stopped (" + reason + ") and the cause gave no message"
+	}
 	if reason == EndError || reason == EndBudget || reason == EndMaxTurns || reason == EndApproval {
 		r.send(Event{Type: EventError, Text: msg})
 	}
@@ -219,7 +237,11 @@ func (r *run) loop(ctx context.Context, prompt string) DoneInfo {
 			return r.end(EndCancelled, "stopped")
 		}
 		if r.turn >= a.cfg.Policy.maxTurns() {
-			return r.end(EndMaxTurns, fmt.Sprintf("stopped after %d turns (the limit): raise it with --max-turns or in the policy", r.turn))
+			hint := "raise it with --max-turns or in the policy"
+			if a.cfg.Client != metering.ClientCLI {
+				hint = "the server's policy sets it, and a caller can only lower it"
+			}
+			return r.end(EndMaxTurns, fmt.Sprintf("stopped after %d turns (the limit): %s", r.turn, hint))
 		}
 		req := provider.Request{Model: a.cfg.ModelName, Messages: a.Messages, Tools: a.offered}
 		if msg := r.overBudget(ctx, req); msg != "" {
@@ -253,8 +275,15 @@ func (r *run) loop(ctx context.Context, prompt string) DoneInfo {
 		}
 		a.Messages = append(a.Messages, msg)
 		if len(msg.ToolCalls) == 0 {
+			if strings.TrimSpace(msg.Content) == "" {
+				// Nothing is not an answer (the provider already asked
+				// again without streaming when tools were offered).
+				return r.end(EndError, "the model answered with nothing (no text and no tool call): try again, "+
+					"or check the model with 'warren chat doctor'")
+			}
 			return DoneInfo{Reason: EndDone, Answer: msg.Content, Turns: r.turn}
 		}
+		r.images = nil
 		for i, call := range msg.ToolCalls {
 			if d, stop := r.runCall(ctx, call); stop {
 				for _, rest := range msg.ToolCalls[i+1:] {
@@ -262,6 +291,14 @@ func (r *run) loop(ctx context.Context, prompt string) DoneInfo {
 				}
 				return d
 			}
+		}
+		if len(r.images) > 0 {
+			// Tool messages are text only, and nothing may come between
+			// them and their call: the pictures follow them, as a user
+			// message.
+			a.Messages = append(a.Messages, provider.Message{Role: "user", Images: r.images,
+				Content: fmt.Sprintf("The %d image(s) returned by the tool calls above, in order.", len(r.images))})
+			a.keepLatestImages(maxImagesKept)
 		}
 	}
 }
@@ -349,25 +386,6 @@ func (r *run) account(ctx context.Context, u provider.Usage) {
 		CachedTokens: u.CachedTokens, Estimated: u.Estimated, CostMicros: cost, TotalTokens: a.Totals.Tokens(), TotalCostMicros: a.Totals.CostMicros}})
 }
 
-// dropOldOutputs replaces the older half of the tool outputs with a note,
-// once per run. It reports whether anything was dropped.
-func (r *run) dropOldOutputs() bool {
-	var idx []int
-	for i, m := range r.a.Messages {
-		if m.Role == "tool" && len(m.Content) > 200 {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) == 0 {
-		return false
-	}
-	n := max(1, (len(idx)+1)/2)
-	for _, i := range idx[:n] {
-		r.a.Messages[i].Content = fmt.Sprintf("[output dropped to fit the context window: %d bytes]", len(r.a.Messages[i].Content))
-	}
-	return true
-}
-
 // runCall runs one tool call under the policy and appends its result.
 // stop says the run must end (with d).
 func (r *run) runCall(ctx context.Context, call provider.ToolCall) (d DoneInfo, stop bool) {
@@ -427,10 +445,26 @@ func (r *run) runCall(ctx context.Context, call provider.ToolCall) (d DoneInfo, 
 		}
 	}
 	start := time.Now()
-	text, isErr, err := a.cfg.Tools.Call(ctx, call.Name, args, func(chunk string) {
-		r.send(Event{Type: EventProgress, Call: &info, Text: chunk})
-	})
+	onProgress := func(chunk string) { r.send(Event{Type: EventProgress, Call: &info, Text: chunk}) }
+	var text string
+	var isErr bool
+	var images []provider.Image
+	var err error
+	if ic, ok := a.cfg.Tools.(imageCaller); ok {
+		text, isErr, images, err = ic.CallImages(ctx, call.Name, args, onProgress)
+	} else {
+		text, isErr, err = a.cfg.Tools.Call(ctx, call.Name, args, onProgress)
+	}
 	elapsed = time.Since(start)
+	if len(images) > 0 {
+		if a.cfg.Images {
+			r.images = append(r.images, images...)
+			text += "\n(the image follows in the next message)"
+		} else {
+			text += "\n(the image is not shown: this model is not known to take images; the user can run 'warren chat doctor' " +
+				"or set agent.images in the config. Inspect it with shell_exec instead, e.g. 'file' or 'identify')"
+		}
+	}
 	ms := elapsed.Milliseconds()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -451,21 +485,3 @@ func (a *Agent) SetModel(name string) { a.cfg.ModelName = name }
 
 // ModelName is the model in use.
 func (a *Agent) ModelName() string { return a.cfg.ModelName }
-
-// Compact replaces the outputs of tool calls older than the last keep user
-// prompts with a note, and returns how many it dropped.
-func (a *Agent) Compact(keep int) int {
-	users := 0
-	n := 0
-	for i := len(a.Messages) - 1; i >= 0; i-- {
-		m := &a.Messages[i]
-		if m.Role == "user" {
-			users++
-		}
-		if users >= keep && m.Role == "tool" && !strings.HasPrefix(m.Content, "[output dropped") {
-			m.Content = fmt.Sprintf("[output dropped by /compact: %d bytes]", len(m.Content))
-			n++
-		}
-	}
-	return n
-}

@@ -68,6 +68,27 @@ func (p Policy) maxTurns() int {
 	return DefaultMaxTurns
 }
 
+// Lowered applies a caller's limits under the policy, which is a ceiling:
+// a caller (agent_run) may lower the turns and the budgets the operator
+// configured, never raise them or lift them. 0 asks for nothing.
+func (p Policy) Lowered(maxTurns int, maxTokens, maxCostMicros int64) Policy {
+	if maxTurns > 0 {
+		p.MaxTurns = min(maxTurns, p.maxTurns())
+	}
+	lower := func(ceiling, asked int64) int64 {
+		switch {
+		case asked <= 0:
+			return ceiling
+		case ceiling <= 0: // no budget configured: the caller may set one
+			return asked
+		}
+		return min(ceiling, asked)
+	}
+	p.MaxTokens = lower(p.MaxTokens, maxTokens)
+	p.MaxCostMicros = lower(p.MaxCostMicros, maxCostMicros)
+	return p
+}
+
 // Offered says whether the model may see and call tool t.
 func (p Policy) Offered(t ToolInfo) bool {
 	if slices.Contains(alwaysDenied, t.Name) {

@@ -13,6 +13,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/warrenhq/warren/agent/provider"
 )
 
 // ToolInfo is one MCP tool as the agent sees it.
@@ -133,6 +135,13 @@ func (t *Tools) List(ctx context.Context) ([]ToolInfo, error) {
 // messages are always strings). Output of a running command goes to
 // onProgress.
 func (t *Tools) Call(ctx context.Context, name string, args map[string]any, onProgress func(string)) (string, bool, error) {
+	text, isErr, _, err := t.CallImages(ctx, name, args, onProgress)
+	return text, isErr, err
+}
+
+// CallImages is Call that also returns the images of the result (read_file
+// of a picture); the text names each of them.
+func (t *Tools) CallImages(ctx context.Context, name string, args map[string]any, onProgress func(string)) (string, bool, []provider.Image, error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
@@ -146,20 +155,24 @@ func (t *Tools) Call(ctx context.Context, name string, args map[string]any, onPr
 	}
 	res, err := t.c.CallTool(t.ctxFn(ctx), req)
 	if err != nil {
-		return "", true, err
+		return "", true, nil, err
 	}
-	return flatten(res), res.IsError, nil
+	text, images := flatten(res)
+	return text, res.IsError, images, nil
 }
 
-// flatten turns MCP content into the one string a tool message carries.
-func flatten(res *mcp.CallToolResult) string {
+// flatten turns MCP content into the one string a tool message carries,
+// and the images, which a tool message cannot carry.
+func flatten(res *mcp.CallToolResult) (string, []provider.Image) {
 	var parts []string
+	var images []provider.Image
 	for _, c := range res.Content {
 		switch v := c.(type) {
 		case mcp.TextContent:
 			parts = append(parts, v.Text)
 		case mcp.ImageContent:
-			parts = append(parts, "[image "+v.MIMEType+" omitted]")
+			images = append(images, provider.Image{MIMEType: v.MIMEType, Data: v.Data})
+			parts = append(parts, fmt.Sprintf("[image %d: %s, %d bytes of base64]", len(images), v.MIMEType, len(v.Data)))
 		case mcp.EmbeddedResource:
 			if r, ok := v.Resource.(mcp.TextResourceContents); ok {
 				parts = append(parts, r.Text)
@@ -175,5 +188,5 @@ func flatten(res *mcp.CallToolResult) string {
 		b, _ := json.Marshal(res.StructuredContent)
 		parts = append(parts, string(b))
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(parts, "\n"), images
 }

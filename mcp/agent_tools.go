@@ -14,9 +14,12 @@ import (
 type AgentRunInput struct {
 	SessionID string `json:"session_id,omitempty" jsonschema:"the session the agent works in; omitted: your default session"`
 	Prompt    string `json:"prompt" jsonschema:"what the agent should do"`
-	Model     string `json:"model,omitempty" jsonschema:"model name; omitted: the server's configured model"`
-	MaxTurns  int    `json:"max_turns,omitempty" jsonschema:"model calls allowed (default 50)"`
-	Resume    string `json:"resume,omitempty" jsonschema:"a chat_id from an earlier agent_run to continue"`
+	Model     string `json:"model,omitempty" jsonschema:"model name, one of those the server's config allows; omitted: the server's configured model"`
+	// The limits below can only lower the operator's policy, never raise it.
+	MaxTurns   int     `json:"max_turns,omitempty" jsonschema:"model calls allowed; at most the server's limit (default 50), a larger value is lowered to it"`
+	MaxTokens  int64   `json:"max_tokens,omitempty" jsonschema:"token budget of the chat; at most the server's budget, a larger value is lowered to it"`
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty" jsonschema:"cost budget of the chat in USD; at most the server's budget, a larger value is lowered to it"`
+	Resume     string  `json:"resume,omitempty" jsonschema:"a chat_id from an earlier agent_run to continue"`
 }
 
 // AgentToolCall is one tool call the agent made.
@@ -67,12 +70,14 @@ func agentRun(d *deps) Tool {
 	t := mcp.NewTool("agent_run",
 		mcp.WithDescription("Run warren's own agent in a session on the server: it works with the shell and file tools "+
 			"until it can answer. Its events stream as progress notifications (one JSON event a line); approvals of "+
-			"destructive calls are asked by elicitation. Returns the answer, the tool calls made and the usage."),
+			"destructive calls are asked by elicitation. Returns the answer, the tool calls made and the usage; a run "+
+			"that ended without an answer (error, limit, approval, cancel) is a tool error. The server's model list "+
+			"and limits bind: max_turns and the budgets can only lower them."),
 		mcp.WithInputSchema[AgentRunInput](),
 		mcp.WithOutputSchema[AgentRunOutput](),
 		annotations("Run the agent", false, true, false, true),
 	)
-	h := typedHandler(func(ctx context.Context, req mcp.CallToolRequest, in AgentRunInput) (result[AgentRunOutput], error) {
+	run := typedHandler(func(ctx context.Context, req mcp.CallToolRequest, in AgentRunInput) (result[AgentRunOutput], error) {
 		user, err := callerOf(ctx)
 		if err != nil {
 			return result[AgentRunOutput]{}, err
@@ -93,6 +98,16 @@ func agentRun(d *deps) Tool {
 		}
 		return result[AgentRunOutput]{Out: out, Text: text}, nil
 	})
+	// A run that did not end with an answer (an error, a limit, a refused
+	// approval, a cancel) is a failed call: the caller must not take its
+	// partial answer for a result. The structured output still says why.
+	h := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := run(ctx, req)
+		if out, ok := res.StructuredContent.(AgentRunOutput); err == nil && ok && out.Ended != "done" {
+			res.IsError = true
+		}
+		return res, err
+	}
 	return Tool{Toolset: "agent", Tool: t, Handler: h}
 }
 

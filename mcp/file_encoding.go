@@ -1,8 +1,16 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"image"
+	_ "image/gif" // DecodeConfig of GIF headers
+	_ "image/jpeg"
+	_ "image/png"
+	"net/http"
 	"slices"
 	"unicode/utf8"
 
@@ -13,7 +21,42 @@ import (
 const (
 	encodingText   = "utf-8"
 	encodingBase64 = "base64"
+	encodingImage  = "image" // read_file's output only: the bytes are the result's image content
 )
+
+// maxImageBytes bounds an image read_file returns as image content (base64
+// makes it a third bigger on the wire): 5 MiB, what multimodal model APIs
+// take per image. Bigger images are refused with what to do instead.
+const maxImageBytes = 5 << 20
+
+// imageInfo is an image recognised by its bytes.
+type imageInfo struct {
+	mime          string
+	width, height int // 0 when not read (WebP)
+}
+
+// sniffImage recognises a PNG, JPEG, GIF or WebP by its bytes, never by
+// its name, and checks that its header decodes (the pixels are not
+// decoded: the jail controls the file). ok is false for anything else;
+// err says why a file that starts like an image is not one.
+func sniffImage(data []byte) (info imageInfo, ok bool, err error) {
+	mime := http.DetectContentType(data)
+	switch mime {
+	case "image/png", "image/jpeg", "image/gif":
+		cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+		if err != nil {
+			return imageInfo{}, false, fmt.Errorf("it starts like %s but its header does not decode (%v)", mime, err)
+		}
+		return imageInfo{mime: mime, width: cfg.Width, height: cfg.Height}, true, nil
+	case "image/webp":
+		// RIFF size: the bytes after the first 8, which must all be there.
+		if n := binary.LittleEndian.Uint32(data[4:8]); int64(n)+8 > int64(len(data)) || n < 12 {
+			return imageInfo{}, false, fmt.Errorf("it starts like image/webp but its RIFF size (%d) does not match the file", n)
+		}
+		return imageInfo{mime: mime}, true, nil
+	}
+	return imageInfo{}, false, nil
+}
 
 // invalidTextArgument returns the name of a string argument of req that is
 // not valid UTF-8 as the client sent it, or "" when all are.

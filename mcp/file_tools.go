@@ -28,8 +28,9 @@ type ReadFileInput struct {
 // ReadFileOutput is the output of read_file.
 type ReadFileOutput struct {
 	Path       string `json:"path" jsonschema:"the path as seen in the jail"`
-	Content    string `json:"content" jsonschema:"the requested lines, or bytes in base64"`
-	Encoding   string `json:"encoding" jsonschema:"the encoding of content: utf-8 or base64"`
+	Content    string `json:"content" jsonschema:"the requested lines, or bytes in base64; empty for an image, whose bytes are the result's image content"`
+	Encoding   string `json:"encoding" jsonschema:"the encoding of content: utf-8, base64, or image (the file is an image returned as MCP image content)"`
+	MimeType   string `json:"mime_type,omitempty" jsonschema:"with encoding image: image/png, image/jpeg, image/gif or image/webp, read from the bytes"`
 	TotalLines int    `json:"total_lines" jsonschema:"lines in the whole file (0 with encoding base64)"`
 	TotalBytes int    `json:"total_bytes" jsonschema:"bytes in the whole file"`
 	Truncated  bool   `json:"truncated" jsonschema:"more lines or bytes follow: read on with a larger offset"`
@@ -97,7 +98,8 @@ const (
 func readFile(d *deps) Tool {
 	t := mcp.NewTool("read_file",
 		mcp.WithDescription("Read a text file of the workspace, by lines; or, with encoding base64, the bytes of any file. "+
-			"Binary files are refused as text."),
+			"Binary files are refused as text. An image (PNG, JPEG, GIF or WebP, recognised by its bytes, not its name) "+
+			"of at most 5 MiB is returned as image content that multimodal clients can see, unless encoding base64 asks for its bytes."),
 		mcp.WithInputSchema[ReadFileInput](),
 		mcp.WithOutputSchema[ReadFileOutput](),
 		annotations("Read a file", true, false, true, false),
@@ -134,7 +136,26 @@ func readFile(d *deps) Tool {
 			out.Path = p.Jail
 			return result[ReadFileOutput]{Out: out, Text: out.Content}, nil
 		}
+		info, isImage, imgErr := sniffImage(data)
+		if isImage {
+			if len(data) > maxImageBytes {
+				return zero, errorf("%s is an %s image of %d bytes, over read_file's image limit of %d bytes (5 MiB): make a smaller "+
+					"copy with shell_exec (fewer pixels, or JPEG instead of PNG) and read that, or read its bytes with encoding \"base64\"",
+					in.Path, info.mime, len(data), maxImageBytes)
+			}
+			out := ReadFileOutput{Path: p.Jail, Encoding: encodingImage, MimeType: info.mime, TotalBytes: len(data)}
+			text := fmt.Sprintf("%s: %s image, %d bytes", p.Jail, info.mime, len(data))
+			if info.width > 0 {
+				text = fmt.Sprintf("%s: %s image, %d×%d pixels, %d bytes", p.Jail, info.mime, info.width, info.height, len(data))
+			}
+			img := mcp.NewImageContent(base64.StdEncoding.EncodeToString(data), info.mime)
+			return result[ReadFileOutput]{Out: out, Text: text, Extra: []mcp.Content{img}}, nil
+		}
 		if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
+			if imgErr != nil {
+				return zero, errorf("%s is a binary file, not an image read_file can return: %v; read its bytes with encoding \"base64\", "+
+					"or inspect it with shell_exec, e.g. 'file %s'", in.Path, imgErr, p.Jail)
+			}
 			return zero, errorf("%s is a binary file (not UTF-8 text): read its bytes with encoding \"base64\", or inspect it with shell_exec, e.g. 'file %s' or 'xxd %s | head'", in.Path, p.Jail, p.Jail)
 		}
 		out := sliceLines(string(data), in.Offset, in.Limit)

@@ -14,6 +14,8 @@ import (
 type result[Out any] struct {
 	Out  Out
 	Text string
+	// Extra is content after the text (read_file's image).
+	Extra []mcp.Content
 }
 
 // typedHandler adapts a typed handler to mcp-go. Arguments are bound into
@@ -28,9 +30,15 @@ func typedHandler[In, Out any](fn func(ctx context.Context, req mcp.CallToolRequ
 		}
 		res, err := fn(ctx, req, in)
 		if err != nil {
-			return mcp.NewToolResultError(toolMessage(err)), nil
+			msg := toolMessage(err)
+			if strings.TrimSpace(msg) == "" { // no error is ever empty
+				msg = "the tool failed and its error had no message (a bug in warren: please report it)"
+			}
+			return mcp.NewToolResultError(msg), nil
 		}
-		return mcp.NewToolResultStructured(res.Out, res.Text), nil
+		r := mcp.NewToolResultStructured(res.Out, res.Text)
+		r.Content = append(r.Content, res.Extra...)
+		return r, nil
 	}
 }
 

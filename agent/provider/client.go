@@ -39,6 +39,10 @@ type Client struct {
 	MaxRetryAfter time.Duration
 	// Sleep waits; tests make it instant. nil means a context-aware sleep.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// OnProfile, when set, is given the profile after Chat learned
+	// something of the endpoint in a run (that it drops streamed tool
+	// calls), to be stored.
+	OnProfile func(Profile)
 
 	api    *openai.ChatCompletionService
 	apiFor string // the BaseURL and key api was made for
@@ -54,15 +58,37 @@ type Client struct {
 func (c *Client) Chat(ctx context.Context, req Request, onText func(string)) (Response, error) {
 	stream := c.Profile.StreamToolCalls || len(req.Tools) == 0
 	resp, err := c.chatOnce(ctx, req, stream, onText)
-	if err == nil && stream && resp.FinishReason == "tool_calls" && len(resp.Message.ToolCalls) == 0 {
-		// The server said it called a tool but streamed none: it drops
-		// streamed tool calls. Ask again without streaming, and remember.
-		c.Profile.StreamToolCalls = false
-		resp, err = c.chatOnce(ctx, req, false, nil)
-		resp.Warnings = append(resp.Warnings, "the endpoint dropped streamed tool calls; using non-streaming requests with tools "+
-			"(run 'warren chat doctor' to store this)")
+	if err != nil || !stream || len(req.Tools) == 0 || len(resp.Message.ToolCalls) > 0 ||
+		(resp.FinishReason != "tool_calls" && strings.TrimSpace(StripThink(resp.Message.Content)) != "") {
+		return resp, err
 	}
-	return resp, err
+	// A streamed request with tools got no call and either no text or a
+	// finish_reason of tool_calls: some servers drop tool calls when
+	// streaming. Ask again without streaming; if that brings the calls,
+	// the endpoint drops them, which is remembered (OnProfile stores it
+	// as 'chat doctor' would).
+	again, err := c.chatOnce(ctx, req, false, nil)
+	if err != nil {
+		return Response{}, err
+	}
+	again.Usage = addUsage(resp.Usage, again.Usage) // both calls were made
+	again.Warnings = append(resp.Warnings, again.Warnings...)
+	if len(again.Message.ToolCalls) > 0 {
+		c.Profile.StreamToolCalls = false
+		again.Warnings = append(again.Warnings, "the endpoint dropped streamed tool calls: requests with tools are sent without "+
+			"streaming from now on (remembered in its profile, as 'warren chat doctor' would)")
+		if c.OnProfile != nil {
+			c.OnProfile(c.Profile)
+		}
+	} else if onText != nil && again.Message.Content != "" {
+		onText(again.Message.Content)
+	}
+	return again, nil
+}
+
+func addUsage(a, b Usage) Usage {
+	return Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
+		CachedTokens: a.CachedTokens + b.CachedTokens, Estimated: a.Estimated || b.Estimated}
 }
 
 // client returns the openai-go client, made once per endpoint and key.
@@ -90,6 +116,7 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 	if backoff == 0 {
 		backoff = 500 * time.Millisecond
 	}
+	cuts := 0 // answers that ended before they were finished
 	for attempt := 0; ; attempt++ {
 		var x exchange
 		opts := []option.RequestOption{option.WithMiddleware(x.middleware(stream))}
@@ -107,7 +134,14 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 				}
 			}
 		}
+		if err == nil && stream && resp.FinishReason == "" && !x.done() {
+			err = &cutError{text: len(resp.Message.Content)}
+		}
 		if err == nil {
+			if cuts > 0 {
+				resp.Warnings = append(resp.Warnings, fmt.Sprintf("the model's answer stream was cut short %d time(s) and the answer was asked for again "+
+					"(text shown before this may repeat)", cuts))
+			}
 			if resp.Usage == (Usage{}) {
 				resp.Usage = estimate(x.sent, resp.Message)
 			}
@@ -116,6 +150,20 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 		}
 		if ctx.Err() != nil {
 			return Response{}, ctx.Err()
+		}
+		if cut := cutShort(err, x.resp); cut != nil {
+			// An answer that ended before it was finished is not an
+			// answer: ask again, as for a 5xx, and fail if it keeps
+			// happening.
+			cuts++
+			if attempt >= retries {
+				return Response{}, fmt.Errorf("model endpoint %s: %w, %d times in a row: the endpoint or a proxy in front of it "+
+					"ends answers early (check its timeouts and logs)", c.BaseURL, cut, cuts)
+			}
+			if err := c.sleep(ctx, backoff<<attempt); err != nil {
+				return Response{}, err
+			}
+			continue
 		}
 		serr := statusError(err, x.resp)
 		if serr == nil {
@@ -144,6 +192,32 @@ func (c *Client) chatOnce(ctx context.Context, req Request, stream bool, onText 
 			return Response{}, err
 		}
 	}
+}
+
+// cutError is an answer that ended before it was finished.
+type cutError struct {
+	text int  // bytes of text received before the end, -1: unknown
+	eof  bool // the connection was closed in the middle of the body
+}
+
+func (e *cutError) Error() string {
+	if e.eof {
+		return "the answer stream ended before the answer was finished: the connection was closed in the middle of it"
+	}
+	return fmt.Sprintf("the answer stream ended before the answer was finished (no finish_reason and no [DONE], after %d bytes of text)", e.text)
+}
+
+// cutShort recognises an answer cut short: a stream without an end, or a
+// body that stopped in the middle of an answer the server had accepted.
+func cutShort(err error, resp *http.Response) *cutError {
+	var cut *cutError
+	if errors.As(err, &cut) {
+		return cut
+	}
+	if resp != nil && resp.StatusCode == http.StatusOK && errors.Is(err, io.ErrUnexpectedEOF) {
+		return &cutError{text: -1, eof: true}
+	}
+	return nil
 }
 
 func (c *Client) maxRetryAfter() time.Duration {

@@ -69,6 +69,12 @@ func Probe(ctx context.Context, base Client, model string) (Profile, error) {
 	if err == nil && !resp.Usage.Estimated && resp.Usage.InputTokens > 0 && resp.Usage.InputTokens < int64(len(filler))/8 {
 		p.ContextWindow = resp.Usage.InputTokens
 	}
+	// 6. Does the model take images? A 1×1 PNG in a user message: a model
+	// without vision is refused by the server (vLLM, llama.cpp without a
+	// projector) or by the API.
+	img := Message{Role: "user", Content: "warren probe: what colour is this pixel? say ok", Images: []Image{probePixel}}
+	_, err = c.chatOnce(ctx, Request{Model: model, Messages: []Message{img}}, false, nil)
+	p.Images = err == nil
 	p.Server = guessServer(p)
 	if p.ContextWindow > 0 && p.Fix == "" {
 		p.Fix = fmt.Sprintf("the server keeps only about %d tokens of the prompt and cuts the rest silently", p.ContextWindow)
@@ -78,6 +84,10 @@ func Probe(ctx context.Context, base Client, model string) (Profile, error) {
 	}
 	return p, nil
 }
+
+// probePixel is a 1×1 red PNG.
+var probePixel = Image{MIMEType: "image/png",
+	Data: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"}
 
 // fixFor names the one-line fix of a known misconfiguration.
 func fixFor(msg string) string {

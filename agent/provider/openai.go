@@ -109,6 +109,16 @@ func messageParam(m Message) openai.ChatCompletionMessageParamUnion {
 		}
 		return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
 	}
+	if len(m.Images) > 0 {
+		parts := make([]openai.ChatCompletionContentPartUnionParam, 0, len(m.Images)+1)
+		if m.Content != "" {
+			parts = append(parts, openai.TextContentPart(m.Content))
+		}
+		for _, img := range m.Images {
+			parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: img.DataURL()}))
+		}
+		return openai.UserMessage(parts)
+	}
 	return openai.UserMessage(m.Content)
 }
 
@@ -200,6 +210,32 @@ type exchange struct {
 	resp *http.Response // the last response (its body re-readable on errors)
 	// plain: a streamed request was answered with plain JSON.
 	plain bool
+	// tail holds the last bytes of a streamed body: openai-go ends a
+	// stream alike on [DONE] and on the end of the body, so whether the
+	// server said [DONE] is read from what came last.
+	tail *tailReader
+}
+
+// done reports whether the stream's last event was [DONE].
+func (x *exchange) done() bool {
+	return x.plain || (x.tail != nil && bytes.HasSuffix(bytes.TrimRight(x.tail.last, "\r\n "), []byte("data: [DONE]")))
+}
+
+// tailReader passes a body through and keeps its last bytes.
+type tailReader struct {
+	r    io.Reader
+	last []byte
+}
+
+func (t *tailReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.last = append(t.last, p[:n]...)
+		if len(t.last) > 64 {
+			t.last = append(t.last[:0], t.last[len(t.last)-64:]...)
+		}
+	}
+	return n, err
 }
 
 // middleware bounds response bodies, records the request size and the
@@ -218,6 +254,11 @@ func (x *exchange) middleware(stream bool) option.Middleware {
 		}{io.LimitReader(resp.Body, maxBody), resp.Body}
 		x.resp = resp
 		if stream && resp.StatusCode == http.StatusOK {
+			x.tail = &tailReader{r: resp.Body}
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{x.tail, resp.Body}
 			if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
 				b, err := io.ReadAll(resp.Body)
 				resp.Body.Close()

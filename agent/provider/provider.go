@@ -25,7 +25,21 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	Name       string     `json:"name,omitempty"`
+	// Images go with a user message as image_url content parts (the only
+	// place the Chat Completions format takes them: tool messages are
+	// text). They are not kept in transcripts.
+	Images []Image `json:"images,omitempty"`
 }
+
+// Image is a picture for a model that takes images.
+type Image struct {
+	MIMEType string `json:"mime_type"`
+	// Data is the image's bytes in standard base64.
+	Data string `json:"data"`
+}
+
+// DataURL is the image as a data: URL, the form image_url parts take.
+func (i Image) DataURL() string { return "data:" + i.MIMEType + ";base64," + i.Data }
 
 // ToolCall is a function call the model asked for. Arguments is the JSON
 // text of the arguments, always a string (some servers send an object; it
@@ -100,6 +114,9 @@ type Profile struct {
 	ContextWindow int64 `json:"context_window,omitempty"`
 	// Tools: the endpoint accepts tools at all.
 	Tools bool `json:"tools"`
+	// Images: the model takes images (image_url content parts). Unknown
+	// until probed: the default profile sends none.
+	Images bool `json:"images"`
 	// Fix is a one-line fix for a known misconfiguration, if any.
 	Fix string `json:"fix,omitempty"`
 }

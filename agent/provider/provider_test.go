@@ -233,3 +233,79 @@ func TestAnswersOutsideTheStandardShape(t *testing.T) {
 		t.Errorf("message in the last chunk: %v %+v", err, resp)
 	}
 }
+
+// A stream that ends before the answer is finished (no finish_reason, no
+// [DONE]), cleanly or by a dropped connection, is retried; the answer is
+// the complete one of the retry, and a stream cut every time is an error
+// that says so, never a partial answer.
+func TestStreamCutShortIsRetriedThenAnError(t *testing.T) {
+	full := "the whole answer, in three pieces"
+	for _, cut := range []pt.Reply{{Text: full, Cut: true}, {Text: full, Drop: true}} {
+		s := pt.New(pt.OpenAI, cut, pt.Reply{Text: full})
+		c, slept := client(s, provider.DefaultProfile(s.BaseURL(), "m"))
+		resp, err := c.Chat(context.Background(), ask("hi"), nil)
+		if err != nil || resp.Message.Content != full {
+			t.Errorf("cut %v drop %v: %v, answer %q: want the retry's whole answer", cut.Cut, cut.Drop, err, resp.Message.Content)
+		}
+		if n := len(s.Requests()); n != 2 || len(*slept) != 1 {
+			t.Errorf("cut %v drop %v: %d requests, %d waits: want one retry", cut.Cut, cut.Drop, n, len(*slept))
+		}
+		s.Push(cut, cut, cut, cut, cut)
+		resp, err = c.Chat(context.Background(), ask("hi"), nil)
+		if err == nil || !strings.Contains(err.Error(), "ended before the answer was finished") {
+			t.Errorf("cut %v drop %v: every stream cut: err %v, answer %q", cut.Cut, cut.Drop, err, resp.Message.Content)
+		}
+		s.Close()
+	}
+}
+
+// A server that drops tool calls when streaming, never probed: the empty
+// streamed reply to a request with tools is detected in the run, asked
+// again without streaming, and the profile that says so is handed on to
+// be stored. Usage counts both calls.
+func TestDroppedStreamedCallsAreDetectedWithoutDoctor(t *testing.T) {
+	call := pt.Reply{Calls: []pt.Call{{Name: "echo", Args: `{"text":"a"}`}}}
+	s := pt.New(pt.Ollama, call, call, call)
+	defer s.Close()
+	c, _ := client(s, provider.DefaultProfile(s.BaseURL(), "m"))
+	var stored []provider.Profile
+	c.OnProfile = func(p provider.Profile) { stored = append(stored, p) }
+	resp, err := c.Chat(context.Background(), ask("hi"), nil)
+	if err != nil || len(resp.Message.ToolCalls) != 1 || resp.Message.ToolCalls[0].Name != "echo" {
+		t.Fatalf("%v, calls %+v: want the call the streamed answer dropped", err, resp.Message.ToolCalls)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 2 || !reqs[0].Stream || reqs[1].Stream {
+		t.Fatalf("%d requests: want a streamed one, then the same without streaming", len(reqs))
+	}
+	if len(stored) != 1 || stored[0].StreamToolCalls {
+		t.Errorf("profiles handed on: %+v: want one with stream_tool_calls false", stored)
+	}
+	if len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], "dropped") {
+		t.Errorf("warnings %q", resp.Warnings)
+	}
+	if resp.Usage.InputTokens < 2*int64(len("hi")) {
+		t.Errorf("usage %+v", resp.Usage)
+	}
+	// The next request with tools is not streamed at all.
+	if _, err := c.Chat(context.Background(), ask("again"), nil); err != nil || s.Requests()[2].Stream {
+		t.Errorf("after detection: %v, streamed %v", err, s.Requests()[2].Stream)
+	}
+}
+
+// Doctor finds whether the model takes images: a model without vision
+// refuses a request with a picture; the default profile sends none.
+func TestDoctorProbesImages(t *testing.T) {
+	for _, noImages := range []bool{false, true} {
+		s := pt.New(pt.OpenAI)
+		s.NoImages = noImages
+		p, err := provider.Probe(context.Background(), provider.Client{BaseURL: s.BaseURL()}, "m")
+		s.Close()
+		if err != nil || p.Images == noImages {
+			t.Errorf("no images %v: profile images %v, %v", noImages, p.Images, err)
+		}
+	}
+	if provider.DefaultProfile("u", "m").Images {
+		t.Error("an endpoint never probed is assumed to take images")
+	}
+}

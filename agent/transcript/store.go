@@ -94,6 +94,12 @@ func (s *Store) Save(ctx context.Context, c *Chat, msgs []provider.Message, even
 			return fmt.Errorf("save messages: %w", err)
 		}
 		for i, m := range msgs {
+			if len(m.Images) > 0 {
+				// Pictures are not kept: megabytes each, and the workspace
+				// has them. A resumed chat has the note, not the picture.
+				m.Content += fmt.Sprintf(" [%d image(s) shown to the model then, not kept in the transcript]", len(m.Images))
+				m.Images = nil
+			}
 			b, _ := json.Marshal(m)
 			if _, err := tx.ExecContext(ctx, `INSERT INTO agent_messages (chat_id, seq, body) VALUES (?, ?, ?)`, c.ID, i, string(b)); err != nil {
 				return fmt.Errorf("save messages: %w", err)

@@ -276,8 +276,9 @@ func runChat(c *cli.Context) error {
 	defer stop()
 	interactive := c.String("prompt") == ""
 	term := isTerminal(os.Stdin) && isTerminal(os.Stderr)
-	cfg := agent.Config{Model: &provider.Client{BaseURL: baseURL, APIKey: key, Profile: profile}, ModelName: model,
-		Tools: env.tools, Policy: policy, User: env.user, Session: env.session, Client: metering.ClientCLI, Meter: env.meter}
+	cfg := agent.Config{Model: &provider.Client{BaseURL: baseURL, APIKey: key, Profile: profile, OnProfile: rememberProfile(ctx, env.store)}, ModelName: model,
+		Tools: env.tools, Policy: policy, User: env.user, Session: env.session, Client: metering.ClientCLI, Meter: env.meter,
+		Images: env.cfg.Agent.imagesFor(profile)}
 	if term {
 		cfg.Approve = terminalApprover(os.Stdin, os.Stderr)
 	}
@@ -316,12 +317,23 @@ func runChat(c *cli.Context) error {
 		return err
 	}
 	if code := exitFor(d.Reason); code != 0 {
-		if output == "text" && d.Error != "" {
-			fmt.Fprintln(os.Stderr, "warren:", d.Error)
+		// Said once, by main, whatever the output format: the JSON
+		// formats carry it on stdout too.
+		msg := d.Error
+		if msg == "" {
+			msg = "the run ended (" + d.Reason + ") without saying why"
 		}
-		return cli.Exit("", code)
+		return cli.Exit(msg, code)
 	}
 	return nil
+}
+
+// rememberProfile stores what a run learned of the endpoint (as 'chat
+// doctor' does); failing to store it costs only the detection again.
+func rememberProfile(ctx context.Context, st *transcript.Store) func(provider.Profile) {
+	return func(p provider.Profile) {
+		_ = st.SaveProfile(context.WithoutCancel(ctx), p)
+	}
 }
 
 // runOnce runs one prompt and prints it in the chosen output format.

@@ -146,6 +146,8 @@ func runChatDoctor(c *cli.Context) error {
 		fmt.Fprintf(w, "  arguments sent as:      %s\n", p.ArgumentsType)
 		fmt.Fprintf(w, "  parallel_tool_calls:    %s\n", yes(p.ParallelToolCalls))
 	}
+	fmt.Fprintf(w, "  images:                 %s\n", map[bool]string{true: "yes (pictures from read_file are shown to the model)",
+		false: "no (pictures are not sent; set agent.images in the config to override)"}[p.Images])
 	fmt.Fprintf(w, "  usage in streams:       %s\n", map[bool]string{true: "yes", false: "no (estimated and marked so)"}[p.UsageInStream])
 	if p.ContextWindow > 0 {
 		fmt.Fprintf(w, "  context kept:           about %d tokens\n", p.ContextWindow)
@@ -154,7 +156,7 @@ func runChatDoctor(c *cli.Context) error {
 	if p.Fix != "" {
 		fmt.Fprintln(w, "fix: "+p.Fix)
 		if !p.Tools {
-			return cli.Exit("", exitError)
+			return cli.Exit("the endpoint cannot call tools, which the agent needs: apply the fix above and run 'warren chat doctor' again", exitError)
 		}
 	}
 	_ = agent.EventDone

@@ -5,7 +5,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/errs"
 )
 
 // agentRunner serves agent_run: the same agent as warren chat, run on the
@@ -59,6 +64,18 @@ func newAgentRunner(c *cli.Context, db *sql.DB, dir string, mgr *sessions.Manage
 
 // RunAgent implements mcp.AgentRunner.
 func (r *agentRunner) RunAgent(ctx context.Context, req mcp.AgentRequest, progress func(string), approve mcp.Approve) (mcp.AgentRunOutput, error) {
+	// The operator's config is a ceiling: a caller chooses only among the
+	// allowed models (checked before anything runs or is sent) and may
+	// only lower the limits.
+	model := req.Model
+	if model == "" {
+		model = r.cfg.Model
+	}
+	if allowed := r.cfg.allowedModels(); !slices.Contains(allowed, model) {
+		return mcp.AgentRunOutput{}, errs.New(errs.Invalid, fmt.Sprintf("model %q is not allowed on this server: choose one of %s "+
+			"(or omit model for %s); the operator allows more with agent.models in the config file",
+			bounded(model, 100), strings.Join(allowed, ", "), r.cfg.Model))
+	}
 	sessionID := req.SessionID
 	if req.Resume != "" && sessionID == "" {
 		if old, err := r.store.Get(ctx, req.User, req.Resume); err == nil {
@@ -75,10 +92,6 @@ func (r *agentRunner) RunAgent(ctx context.Context, req mcp.AgentRequest, progre
 		return mcp.AgentRunOutput{}, err
 	}
 	defer tools.Close()
-	model := req.Model
-	if model == "" {
-		model = r.cfg.Model
-	}
 	profile, _, err := r.store.Profile(ctx, r.cfg.BaseURL, model)
 	if err != nil {
 		return mcp.AgentRunOutput{}, err
@@ -87,15 +100,14 @@ func (r *agentRunner) RunAgent(ctx context.Context, req mcp.AgentRequest, progre
 	if policy.Approval == "" {
 		policy.Approval = agent.DefaultApproval(string(s.Mode))
 	}
-	if req.MaxTurns > 0 {
-		policy.MaxTurns = req.MaxTurns
-	}
+	policy = policy.Lowered(req.MaxTurns, req.MaxTokens, int64(req.MaxCostUSD*1e6))
 	client := "agent_run"
 	if req.Client != "" {
 		client += "/" + req.Client
 	}
-	cfg := agent.Config{Model: &provider.Client{BaseURL: r.cfg.BaseURL, APIKey: r.key, Profile: profile}, ModelName: model,
-		Tools: tools, Policy: policy, User: req.User, Session: s.ID, Client: client, Meter: r.meter,
+	cfg := agent.Config{Model: &provider.Client{BaseURL: r.cfg.BaseURL, APIKey: r.key, Profile: profile, OnProfile: rememberProfile(ctx, r.store)},
+		ModelName: model,
+		Tools:     tools, Policy: policy, User: req.User, Session: s.ID, Client: client, Meter: r.meter, Images: r.cfg.imagesFor(profile),
 		Approve: func(ctx context.Context, call agent.CallInfo, _ agent.ToolInfo) (agent.Decision, error) {
 			ok, err := approve(ctx, call.Name, call.Arguments)
 			if errors.Is(err, mcp.ErrNoElicitation) {
@@ -135,4 +147,15 @@ func (r *agentRunner) RunAgent(ctx context.Context, req mcp.AgentRequest, progre
 	out.Answer, out.Ended, out.Error, out.Turns = d.Answer, d.Reason, d.Error, d.Turns
 	out.InputTokens, out.OutputTokens, out.CostUSD = t.InputTokens, t.OutputTokens, float64(t.CostMicros)/1e6
 	return out, nil
+}
+
+// bounded cuts a caller's string for a message, at a rune boundary.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -148,6 +148,24 @@ func TestConsoleSessionShellFilesAndDiff(t *testing.T) {
 	}
 	b.screenshots("diff")
 
+	// A picture made in the shell: read_file returns it as an image, and
+	// the files page says what it is and offers no editor, whose Save would
+	// replace it with nothing.
+	b.run("back to the shell", chromedp.Navigate(srv.base+"/"+base+"/shell"))
+	b.waitJS("the shell", `!!document.querySelector("#shell-input")`)
+	if out := shellRun(b, printfBytes(chart(t, "png"), "/workspace/chart.png")+" && echo made-chart"); !strings.Contains(out, "made-chart") {
+		t.Fatalf("chart.png not made:\n%s", out)
+	}
+	b.run("the files again", chromedp.Navigate(srv.base+"/"+base+"/files"))
+	b.waitJS("chart.png in the tree", `!!document.querySelector('button[data-path="chart.png"]')`)
+	b.run("open chart.png", chromedp.Click(`button[data-path="chart.png"]`))
+	b.waitJS("the picture's facts", `document.querySelector(".viewer").textContent.includes("image/png")`)
+	var editors int
+	b.eval(`document.querySelectorAll("#editor, #save").length`, &editors)
+	if editors != 0 {
+		t.Fatal("an image opened in an editor")
+	}
+
 	b.run("back to the sessions", chromedp.Navigate(srv.base+"/#/"))
 	b.waitJS("the session in the list", `!!document.querySelector("tr[data-session]")`)
 	b.screenshots("sessions")

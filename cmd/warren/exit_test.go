@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/urfave/cli/v2"
@@ -29,5 +30,23 @@ func TestExitStatusFollowsTheErrorCode(t *testing.T) {
 		if got := exitCode(c.err); got != c.want {
 			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
 		}
+	}
+}
+
+// No error is printed without words: an error whose message is empty still
+// gets a line that says what happened.
+func TestPrintedErrorsAreNeverEmpty(t *testing.T) {
+	for _, err := range []error{cli.Exit("", 1), cli.Exit("  ", 4), errors.New(""), fmt.Errorf("%w", errors.New(""))} {
+		var b strings.Builder
+		printError(&b, err)
+		line := strings.TrimSpace(b.String())
+		if !strings.HasPrefix(line, "warren: ") || len(line) < len("warren: ")+20 || !strings.Contains(line, "exit status") {
+			t.Errorf("printError(%q) printed %q", err.Error(), b.String())
+		}
+	}
+	var b strings.Builder
+	printError(&b, cli.Exit("no model: pass --model NAME", 2))
+	if b.String() != "warren: no model: pass --model NAME\n" {
+		t.Errorf("a message is printed as it is: %q", b.String())
 	}
 }

@@ -5,7 +5,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,9 +22,21 @@ func main() {
 	}
 	app := newApp()
 	if err := app.Run(interspersed(app, os.Args)); err != nil {
-		fmt.Fprintln(os.Stderr, "warren:", err)
+		printError(os.Stderr, err)
 		os.Exit(exitCode(err))
 	}
+}
+
+// printError prints the one line of a failed command. No error is printed
+// without words: one whose message is empty (a bug: every error says what
+// went wrong) still names its exit status and where to look.
+func printError(w io.Writer, err error) {
+	msg := strings.TrimSpace(err.Error())
+	if msg == "" {
+		msg = fmt.Sprintf("failed with exit status %d, and the error had no message (a bug in warren: please report it; "+
+			"--log-level debug shows more)", exitCode(err))
+	}
+	fmt.Fprintln(w, "warren:", msg)
 }
 
 // newApp builds the command tree. Each command lives in its own file and is

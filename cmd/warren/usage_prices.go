@@ -64,7 +64,7 @@ func printModelPrice(out io.Writer, asJSON bool, prices map[string]metering.Pric
 		if err := writeJSON(out, v); err != nil || ok {
 			return err
 		}
-		return cli.Exit("", 1)
+		return cli.Exit(fmt.Sprintf("%s has no price in %s (add it to metering.prices in %s)", model, source, cfgPath), 1)
 	}
 	if !ok {
 		return cli.Exit(fmt.Sprintf("%s has no price in %s: its records cost 0 and reports list it under unpriced_models; "+

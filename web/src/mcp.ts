@@ -14,9 +14,11 @@ import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 export type ConnState = "connecting" | "online" | "offline" | "signed-out";
 
-// ToolError is a tool's own error result (isError), in its words.
+// ToolError is a tool's own error result (isError), in its words, with
+// the structured output the tool still gave (agent_run's chat id and
+// totals of a run that failed).
 export class ToolError extends Error {
-  constructor(readonly tool: string, message: string) {
+  constructor(readonly tool: string, message: string, readonly structured?: Record<string, unknown>) {
     super(message);
   }
 }
@@ -211,7 +213,7 @@ class Connection {
     }
     if (res.isError) {
       const text = (res.content ?? []).map((c: any) => (c.type === "text" ? c.text : "")).join("\n");
-      throw new ToolError(name, text || `${name} failed`);
+      throw new ToolError(name, text || `${name} failed`, res.structuredContent as Record<string, unknown> | undefined);
     }
     return (res.structuredContent ?? {}) as T;
   }

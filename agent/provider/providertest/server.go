@@ -53,6 +53,13 @@ type Reply struct {
 	PromptTokens int64
 	// Delay is slept between text deltas (streams that arrive slowly).
 	Delay time.Duration
+	// Cut ends a streamed answer after its first text delta, with no
+	// finish_reason and no [DONE]: the server ends the response and closes
+	// the connection mid-answer (a proxy's timeout, a crashed worker).
+	Cut bool
+	// Drop is Cut without a proper end: the connection is closed in the
+	// middle of the chunked response body.
+	Drop bool
 	// Hold, when set, makes a streamed answer wait for it before its last
 	// text delta (or until the client goes away): tests see the first
 	// deltas arrive while the answer is provably not finished.
@@ -64,6 +71,9 @@ type Request struct {
 	Raw      map[string]any
 	Messages []map[string]any
 	Tools    []string
+	// Images are the URLs of the image_url content parts of the
+	// messages, in order.
+	Images   []string
 	Stream   bool
 	Received time.Time
 }
@@ -74,6 +84,9 @@ type Request struct {
 type Server struct {
 	*httptest.Server
 	Style Style
+	// NoImages makes the model one without vision: a request with an
+	// image part is refused (400), as vLLM and OpenAI refuse it.
+	NoImages bool
 
 	// mu protects the fields below.
 	mu       sync.Mutex
@@ -136,7 +149,19 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		for _, m := range ms {
 			mm, _ := m.(map[string]any)
 			req.Messages = append(req.Messages, mm)
+			parts, _ := mm["content"].([]any)
+			for _, part := range parts {
+				pm, _ := part.(map[string]any)
+				if iu, _ := pm["image_url"].(map[string]any); pm["type"] == "image_url" && iu != nil {
+					u, _ := iu["url"].(string)
+					req.Images = append(req.Images, u)
+				}
+			}
 		}
+	}
+	if len(req.Images) > 0 && s.NoImages {
+		writeError(w, 400, "Invalid content type. image_url is only supported by certain models.")
+		return
 	}
 	if ts, ok := raw["tools"].([]any); ok {
 		for _, t := range ts {
@@ -248,6 +273,9 @@ func (s *Server) complete(w http.ResponseWriter, reply Reply, prompt int64) {
 // stream writes a streamed answer; false means the client went away.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, reply Reply, prompt int64) bool {
 	w.Header().Set("Content-Type", "text/event-stream")
+	if reply.Cut {
+		w.Header().Set("Connection", "close")
+	}
 	fl, _ := w.(http.Flusher)
 	send := func(v any) {
 		b, _ := json.Marshal(v)
@@ -274,6 +302,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 			}
 		}
 		send(chunk(map[string]any{"content": piece}, nil))
+		if reply.Drop {
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					conn.Close()
+				}
+			}
+			return false
+		}
+		if reply.Cut {
+			return true
+		}
 	}
 	finish := "stop"
 	switch {
@@ -319,7 +358,7 @@ func split(s string, n int) []string {
 func probeReply(req Request) *Reply {
 	if len(req.Tools) != 1 || req.Tools[0] != "warren_probe" {
 		if len(req.Messages) > 0 {
-			if c, _ := req.Messages[len(req.Messages)-1]["content"].(string); strings.HasPrefix(c, "warren probe:") {
+			if strings.HasPrefix(textOf(req.Messages[len(req.Messages)-1]), "warren probe:") {
 				return &Reply{Text: "ok"}
 			}
 		}
@@ -331,4 +370,20 @@ func probeReply(req Request) *Reply {
 		r.Calls = append(r.Calls, Call{Name: "warren_probe", Args: `{"n":2}`})
 	}
 	return r
+}
+
+// textOf is a message's text: its content string, or its text parts.
+func textOf(m map[string]any) string {
+	if c, ok := m["content"].(string); ok {
+		return c
+	}
+	parts, _ := m["content"].([]any)
+	var b strings.Builder
+	for _, part := range parts {
+		if pm, _ := part.(map[string]any); pm["type"] == "text" {
+			t, _ := pm["text"].(string)
+			b.WriteString(t)
+		}
+	}
+	return b.String()
 }

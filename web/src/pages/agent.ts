@@ -3,7 +3,7 @@
 // notifications); approval requests (MCP elicitation) get buttons.
 // Shown only when the server serves agent_run.
 import { h, errorBox, button, field, formatCost, formatTokens } from "../dom";
-import { mcp, type Elicitation, type ElicitAnswer } from "../mcp";
+import { mcp, ToolError, type Elicitation, type ElicitAnswer } from "../mcp";
 import type { SessionContext, Tab } from "./session";
 
 interface AgentEvent {
@@ -147,6 +147,9 @@ export function agentTab(ctx: SessionContext): Tab {
       if (out.error) err.show(out.error);
       prompt.value = "";
     } catch (e) {
+      // A run that failed still has its chat: the next prompt continues it.
+      const failed = e instanceof ToolError ? (e.structured as Partial<AgentOutput> | undefined) : undefined;
+      if (failed?.chat_id) chatId = failed.chat_id;
       if (!abort.signal.aborted) err.show(e);
     } finally {
       mcp.elicit = null;

@@ -93,7 +93,7 @@ export function filesTab(ctx: SessionContext): Tab {
   async function open(path: string): Promise<void> {
     const fileErr = errorBox();
     replace(viewer, h("p", { class: "muted" }, `Opening ${path}…`));
-    let r: { content: string; total_bytes: number; total_lines: number; truncated: boolean };
+    let r: { content: string; encoding?: string; mime_type?: string; total_bytes: number; total_lines: number; truncated: boolean };
     try {
       r = await mcp.call("read_file", { session_id: id, path, limit: 100_000 });
     } catch (e) {
@@ -101,8 +101,14 @@ export function filesTab(ctx: SessionContext): Tab {
       replace(viewer, h("h2", null, path), fileErr.el);
       return;
     }
-    const editable = !readOnly && !r.truncated && r.total_bytes <= maxEdit;
     const heading = h("h2", { class: "path" }, path);
+    if (r.encoding === "image") {
+      // read_file returns a picture as image content, not text: no
+      // editor, whose Save would replace it with nothing.
+      replace(viewer, heading, h("p", { class: "muted" }, `${r.mime_type ?? "image"} image · ${formatBytes(r.total_bytes)} · not editable here`), fileErr.el);
+      return;
+    }
+    const editable = !readOnly && !r.truncated && r.total_bytes <= maxEdit;
     const meta = h("p", { class: "muted" }, `${formatBytes(r.total_bytes)} · ${r.total_lines} lines${r.truncated ? " · only the start is shown" : ""}`);
     if (!editable) {
       replace(viewer, heading, meta, h("pre", { class: "file-view", attrs: { tabindex: 0, "aria-label": `contents of ${path}` } }, r.content), fileErr.el);
