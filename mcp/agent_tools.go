@@ -43,6 +43,10 @@ type AgentRunOutput struct {
 	CostUSD      float64         `json:"cost_usd"`
 }
 
+// maxPromptBytes bounds agent_run's prompt (256 KiB: a long brief fits;
+// material beyond that belongs in a workspace file the agent reads).
+const maxPromptBytes = 256 << 10
+
 func (o AgentRunOutput) inSession() string { return o.SessionID }
 
 // AgentRequest is an agent_run call as the runner sees it.
@@ -84,6 +88,12 @@ func agentRun(d *deps) Tool {
 		}
 		if in.Prompt == "" {
 			return result[AgentRunOutput]{}, errorf("prompt is empty: say what the agent should do")
+		}
+		if len(in.Prompt) > maxPromptBytes {
+			// The prompt is kept in the chat's transcript and sent with
+			// every turn: a caller cannot make the server hold megabytes.
+			return result[AgentRunOutput]{}, errorf("prompt is %d bytes, over agent_run's limit of %d: "+
+				"put long material in a workspace file and name it in the prompt", len(in.Prompt), maxPromptBytes)
 		}
 		p := newProgress(ctx, d.notes, req)
 		out, err := d.agent.RunAgent(ctx, AgentRequest{AgentRunInput: in, User: user, Client: clientName(ctx)},

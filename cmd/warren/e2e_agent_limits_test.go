@@ -68,3 +68,26 @@ func TestAgentRunCannotRaiseTheOperatorsLimits(t *testing.T) {
 		t.Errorf("the refusal should name the model and how the operator allows more: %s", msg)
 	}
 }
+
+// An agent_run prompt over the limit is refused with the limit and what to
+// do instead, before anything reaches the model or is kept.
+func TestAgentRunPromptIsBounded(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	model := pt.New(pt.OpenAI)
+	model.Script = func(pt.Request) pt.Reply { return pt.Reply{Text: "ok"} }
+	defer model.Close()
+	cfg := `{"agent": {"model": "gpt-4.1-mini", "base_url": "` + model.BaseURL() + `", "api_key": "sk-config-key",
+		"policy": {"approval": "auto"}}}`
+	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := serveStdio(t, "--data-dir", data)
+	c.fails("agent_run", map[string]any{"prompt": strings.Repeat("p", 1<<20)}, "over agent_run's limit of 262144")
+	if n := len(model.Requests()); n != 0 {
+		t.Fatalf("the model server received %d requests for a refused prompt", n)
+	}
+	if out := structured(t, c.call("agent_run", map[string]any{"prompt": strings.Repeat("p", 1000)})); out["ended"] != "done" {
+		t.Errorf("a prompt under the limit: %v", out)
+	}
+}

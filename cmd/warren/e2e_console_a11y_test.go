@@ -132,7 +132,7 @@ func TestConsoleAxeAndPhoneWidth(t *testing.T) {
 			do: `document.querySelector('button[data-path="README.md"]').click()`, done: `!!document.querySelector("#editor")`},
 		{name: "diff", path: s + "/diff", loaded: `!!document.querySelector(".diff .add")`},
 		{name: "agent", path: s + "/agent", loaded: `!!document.querySelector("#agent-prompt")`,
-			do: `document.querySelector("#agent-prompt").value = "look around"; document.querySelector("#agent-run").click()`,
+			do:   `document.querySelector("#agent-prompt").value = "look around"; document.querySelector("#agent-run").click()`,
 			done: `!!document.querySelector(".agent-answer")`},
 		// After the Files and Diff tabs: the console's own calls, shown.
 		{name: "activity", path: s + "/activity", loaded: `document.querySelectorAll(".feed li.console").length > 0`,
