@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,5 +64,44 @@ func TestConsoleHidesTheAgentWithoutAModel(t *testing.T) {
 	b.eval(`[...document.querySelectorAll('[role="tab"]')].map((t) => t.textContent).join(",")`, &tabs)
 	if tabs != "Activity,Shell,Files,Diff" {
 		t.Fatalf("tabs %q", tabs)
+	}
+}
+
+// TestConsoleAgentFailedRunKeepsItsChat: a run that ends in an error (here
+// the operator's turn limit, which agent_run reports as isError) still
+// belongs to its chat: the next prompt on the page continues it, so the
+// model sees the first prompt in the second request.
+func TestConsoleAgentFailedRunKeepsItsChat(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	model := pt.New(pt.OpenAI,
+		pt.Reply{Calls: []pt.Call{{Name: "shell_exec", Args: `{"command":"echo one"}`}}},
+		pt.Reply{Text: "Continued."})
+	defer model.Close()
+	cfg := `{"agent": {"model": "gpt-4.1-mini", "base_url": "` + model.BaseURL() + `", "api_key": "sk-config-key",
+		"policy": {"approval": "auto", "max_turns": 1}}}`
+	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startConsole(t, data, "127.0.0.1:0")
+	c := connectHTTP(t, srv.mcpURL(), srv.token)
+	session := c.exec("true")["session_id"].(string)
+
+	b := signedIn(t, srv)
+	b.run("open the agent panel", chromedp.Navigate(srv.base+"/#/s/"+session+"/agent"))
+	b.waitJS("the agent panel", `!!document.querySelector("#agent-prompt")`)
+	b.run("the first prompt", chromedp.SendKeys("#agent-prompt", "the first prompt"), chromedp.Click("#agent-run"))
+	b.waitJS("the run's error", `(document.querySelector(".agent") || {}).textContent?.includes("max_turns")`)
+	b.waitJS("the run button back", `!document.querySelector("#agent-run").disabled`)
+	b.run("the second prompt", chromedp.Evaluate(`document.querySelector("#agent-prompt").value = ""`, nil), chromedp.SendKeys("#agent-prompt", "go on"), chromedp.Click("#agent-run"))
+	b.waitJS("the answer", `(document.querySelector(".agent-answer") || {}).textContent?.includes("Continued.")`)
+	reqs := model.Requests()
+	last := reqs[len(reqs)-1]
+	var history strings.Builder
+	for _, m := range last.Messages {
+		history.WriteString(fmt.Sprint(m["content"]))
+	}
+	if !strings.Contains(history.String(), "the first prompt") {
+		t.Fatalf("the second run started a new chat: its request holds %q", history.String())
 	}
 }
