@@ -79,11 +79,15 @@ inspector() {
     ./bin/warren serve stdio --workspace "$work/try" --data-dir "$work/data-try" "$@" 2>"$work/inspector.log"
 }
 mkdir -p "$work/try" && echo hello >"$work/try/readme.txt"
-if ! inspector --method tools/list | grep -q '"name": "shell_exec"'; then
+# Each answer is kept whole before it is searched: grep -q would close the
+# pipe at its match and the Inspector die writing the rest.
+listed=$(inspector --method tools/list) || true
+if ! grep -q '"name": "shell_exec"' <<<"$listed"; then
   echo "inspector: tools/list did not list shell_exec" >&2; cat "$work/inspector.log" >&2; status=1
 fi
-if ! inspector --method tools/call --tool-name shell_exec --tool-arg 'command=ls; pwd' | grep -q '/workspace'; then
-  echo "inspector: shell_exec 'ls; pwd' did not answer from /workspace" >&2; cat "$work/inspector.log" >&2; status=1
+answer=$(inspector --method tools/call --tool-name shell_exec --tool-arg 'command=ls; pwd') || true
+if ! grep -q 'readme.txt' <<<"$answer" || ! grep -q '/workspace' <<<"$answer"; then
+  echo "inspector: shell_exec 'ls; pwd' did not list the workspace from /workspace: $answer" >&2; cat "$work/inspector.log" >&2; status=1
 fi
 [ $status = 0 ] && echo "inspector $inspector_version: tools/list and shell_exec ok"
 exit $status
