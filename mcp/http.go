@@ -44,6 +44,9 @@ type HTTPOptions struct {
 	// Console, when set, is served at / and may authenticate /mcp
 	// requests itself (the web console's session cookie).
 	Console Console
+	// Conns, when set, charges each authenticated /mcp request's
+	// connection to its user (ConnLimiter.PerUser).
+	Conns *ConnLimiter
 }
 
 // Console is the web console as the HTTP transport mounts it (package web).
@@ -100,6 +103,9 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		mux.HandleFunc(p, noOAuth)
 	}
 	endpoint := s.owners.requireOwnSession(readBody(opts.BodyTimeout, s.modernCompat(gzipJSON(streamable))))
+	if opts.Conns != nil {
+		endpoint = opts.Conns.PerUser(endpoint)
+	}
 	authed := s.authenticate(opts, endpoint)
 	if opts.Console != nil {
 		if opts.Tokens == nil {

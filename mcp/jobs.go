@@ -43,9 +43,14 @@ type job struct {
 }
 
 // output receives the command's output as it is produced.
+//
+// The chunk goes to the call's progress stream after j's lock is released:
+// the stream may wait for a slow client (up to lagWait per chunk), and
+// jobs.leave takes j's lock while it holds the lock of every session's
+// jobs, so holding it here stalled every user's shell_exec behind one
+// client that read its progress slowly.
 func (j *job) output(s sandbox.Stream, chunk []byte) {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	i := int(s) - 1
 	j.pending[i] = append(j.pending[i], chunk...)
 	if over := len(j.pending[i]) - sandbox.DefaultMaxOutput; over > 0 {
@@ -53,7 +58,9 @@ func (j *job) output(s sandbox.Stream, chunk []byte) {
 		j.pending[i] = append([]byte(nil), j.pending[i][over:]...)
 		j.dropped[i] += int64(over)
 	}
-	j.listener.add(chunk)
+	listener := j.listener
+	j.mu.Unlock()
+	listener.add(chunk)
 }
 
 // take returns and clears the output not yet returned.

@@ -3,9 +3,14 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/warrenhq/warren/sandbox"
 )
 
 // TestALeftRunningJobIsLoggedToItsEnd: a command that outlives its call's
@@ -41,5 +46,57 @@ func TestALeftRunningJobIsLoggedToItsEnd(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the job ended long ago and its output in the activity log has no note of what was left out (%d events)", len(evs))
 		}
+	}
+}
+
+// TestAStalledProgressStreamHoldsNoSharedLock: a command whose caller reads
+// its progress stream slower than the command writes waits for the stream
+// (up to lagWait a chunk); meanwhile the jobs of every session must stay
+// usable. Leaving a job running (the yield of its call) takes the lock of
+// every session's jobs: it must complete while the output is still held up
+// by the stalled stream, or every user's shell_exec waits for one client.
+func TestAStalledProgressStreamHoldsNoSharedLock(t *testing.T) {
+	req := mcp.CallToolRequest{}
+	req.Params.Meta = &mcp.Meta{ProgressToken: "p"}
+	// A notifier with no MCP server delivers nothing: the stream never
+	// drains, as with a client that stopped reading.
+	p := newProgress(context.Background(), newNotifier(), req)
+	defer p.finish()
+	js := newJobs()
+	j := &job{id: "j-test", done: make(chan struct{})}
+	j.setListener(p)
+	j.output(sandbox.Stdout, make([]byte, maxPending)) // the stream's buffer is full now
+
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		j.output(sandbox.Stdout, []byte("x")) // waits for the stream
+	}()
+	// Wait until the chunk is the job's: the output call is then waiting
+	// for the stream (or, holding the job's lock across it, has made this
+	// wait until the stream gave up).
+	for {
+		j.mu.Lock()
+		n := len(j.pending[0]) + int(j.dropped[0]) // the job keeps the tail
+		j.mu.Unlock()
+		if n == maxPending+1 {
+			break
+		}
+		runtime.Gosched()
+	}
+	select {
+	case <-outDone:
+		t.Fatal("reading the job's output waited until its stalled progress stream gave up: the job's lock is held across the stream")
+	default:
+	}
+	leaveDone := make(chan struct{})
+	go func() {
+		defer close(leaveDone)
+		js.leave(j)
+	}()
+	select {
+	case <-leaveDone:
+	case <-outDone:
+		t.Fatal("leaving the job running waited for its stalled progress stream, holding every session's jobs")
 	}
 }

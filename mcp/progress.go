@@ -143,7 +143,9 @@ func newProgress(ctx context.Context, n *notifier, req mcp.CallToolRequest) *pro
 	return p
 }
 
-// add queues a chunk of output.
+// add queues a chunk of output. A chunk that comes after finish (the
+// call returned; the output stays with the job for its result) is not
+// streamed.
 func (p *progress) add(chunk []byte) {
 	if p == nil {
 		return
@@ -159,6 +161,10 @@ func (p *progress) add(chunk []byte) {
 		t := time.NewTimer(lagWait)
 		select {
 		case <-p.drained:
+		case <-p.stop:
+			t.Stop()
+			p.mu.Lock()
+			return
 		case <-t.C:
 			p.mu.Lock()
 			p.lagging = true

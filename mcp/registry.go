@@ -42,6 +42,8 @@ type deps struct {
 	usage    *usageQueue     // tool-output records on their way to meter
 	jobs     *jobs
 	notes    *notifier
+	// watchers counts each user's session_watch calls in flight.
+	watchers watchSlots
 	// clientLevels are the log levels clients set (logging/setLevel).
 	clientLevels clientLevels
 	log          zerolog.Logger

@@ -43,6 +43,7 @@ type SessionWatchOutput struct {
 	Events    []WatchEvent `json:"events" jsonschema:"the events after the cursor, oldest first"`
 	Cursor    int64        `json:"cursor" jsonschema:"pass it as after in the next call"`
 	More      bool         `json:"more" jsonschema:"more events are waiting: call again at once"`
+	Cut       bool         `json:"cut,omitempty" jsonschema:"the reply reached its size cap (256 KiB of events) before limit: the events after cursor were left for the next call, none is lost"`
 }
 
 func (o SessionWatchOutput) inSession() string { return o.SessionID }
@@ -51,6 +52,15 @@ const (
 	maxWatchWait   = 55 * time.Second
 	defaultWatchN  = 200
 	maxWatchEvents = 1000
+	// maxWatchBytes caps the events of one reply, as JSON: the result
+	// carries them twice (structured and as text), so a reply stays under
+	// 512 KiB. Events are up to 16 KB each, so a thousand were 16 MB per
+	// reply, and 40 long polls took the server from 76 to 350 MB.
+	maxWatchBytes = 256 << 10
+	// maxWatchesPerUser bounds one user's session_watch calls in flight:
+	// each holds a reply being gathered, and a long poll its request.
+	// The console runs one per open Activity page.
+	maxWatchesPerUser = 8
 )
 
 func sessionWatch(d *deps) Tool {
@@ -58,7 +68,9 @@ func sessionWatch(d *deps) Tool {
 		mcp.WithDescription("Watch a session's activity: every tool call made in it by any client (arguments summarized), "+
 			"the output of its commands as it streams, and each outcome, with secrets redacted. Returns the events "+
 			"after a cursor; with wait_ms it waits for new ones (a long poll), streaming them as progress "+
-			"notifications when the request carries a progressToken. Each session keeps its newest 2000 events."),
+			"notifications when the request carries a progressToken. Each session keeps its newest 2000 events. "+
+			"A reply holds at most 256 KiB of events (cut true, more true: call again from its cursor); "+
+			"a user may have 8 calls of it running at once."),
 		mcp.WithInputSchema[SessionWatchInput](),
 		mcp.WithOutputSchema[SessionWatchOutput](),
 		annotations("Watch a session's activity", true, false, true, false),
@@ -83,6 +95,11 @@ func sessionWatch(d *deps) Tool {
 		if err != nil {
 			return result[SessionWatchOutput]{}, err
 		}
+		release, err := d.watchers.acquire(user)
+		if err != nil {
+			return result[SessionWatchOutput]{}, err
+		}
+		defer release()
 		cursor := in.After
 		if in.Tail > 0 {
 			cursor = max(d.events.Last(ctx, s.ID)-int64(in.Tail), 0)
@@ -107,19 +124,33 @@ func (d *deps) watch(ctx context.Context, req mcp.CallToolRequest, session strin
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	size := 0 // of out.Events, as JSON
 	for first := true; ; first = false {
 		changed := d.events.Changed(session) // before reading: nothing falls between
-		evs, more, err := d.events.After(ctx, session, out.Cursor, limit-len(out.Events))
+		// The store's budget counts texts, so that it reads no more than
+		// about a reply; the reply's, below, counts exact JSON.
+		evs, more, err := d.events.Page(ctx, session, out.Cursor, limit-len(out.Events), max(maxWatchBytes-size, 1))
 		if err != nil {
 			return out, err
 		}
-		if len(evs) > 0 {
-			batch := make([]WatchEvent, len(evs))
-			for i, e := range evs {
-				batch[i] = watchEvent(e)
+		var batch []WatchEvent
+		for _, e := range evs {
+			w := watchEvent(e)
+			n := jsonSize(w)
+			if size+n > maxWatchBytes && len(out.Events)+len(batch) > 0 {
+				more = true // this one and those after it wait for the next call
+				break
 			}
+			size += n
+			batch = append(batch, w)
+		}
+		if len(batch) > 0 {
 			out.Events = append(out.Events, batch...)
-			out.Cursor, out.More = batch[len(batch)-1].Seq, more
+			out.Cursor = batch[len(batch)-1].Seq
+		}
+		// Cut by size, not by limit: say so, so that a client knows why.
+		out.More, out.Cut = more, more && len(out.Events) < limit
+		if len(batch) > 0 || more {
 			// Events there at once (a client catching up), a full result,
 			// or a client that does not read progress: return now.
 			if first || more || len(out.Events) >= limit || token == nil {
@@ -150,6 +181,15 @@ func (d *deps) streamEvents(ctx context.Context, token mcp.ProgressToken, batch 
 	d.notes.send(ctx, token, cursor, string(b))
 }
 
+// jsonSize is the size of w in a reply, as JSON.
+func jsonSize(w WatchEvent) int {
+	b, err := json.Marshal(w)
+	if err != nil {
+		return maxWatchBytes // never happens; counts as full
+	}
+	return len(b) + 1 // and its comma
+}
+
 func watchEvent(e events.Event) WatchEvent {
 	return WatchEvent{Seq: e.Seq, At: e.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Kind: e.Kind, CallID: e.Call,
 		Tool: e.Tool, Client: e.Client, Console: e.Console, Summary: e.Summary, Stream: e.Stream, Text: e.Text, IsError: e.IsError,
@@ -177,6 +217,13 @@ func renderWatch(o SessionWatchOutput) string {
 			}
 		}
 	}
-	fmt.Fprintf(&b, "[cursor %d%s]", o.Cursor, map[bool]string{true: "; more events are waiting", false: ""}[o.More])
+	switch {
+	case o.Cut:
+		fmt.Fprintf(&b, "[cursor %d; cut at the reply's cap of %d KiB of events: call again with after %d for the rest]", o.Cursor, maxWatchBytes>>10, o.Cursor)
+	case o.More:
+		fmt.Fprintf(&b, "[cursor %d; more events are waiting]", o.Cursor)
+	default:
+		fmt.Fprintf(&b, "[cursor %d]", o.Cursor)
+	}
 	return b.String()
 }

@@ -67,7 +67,10 @@ func percentile(ds []time.Duration, p float64) float64 {
 func runSessionsBench(b *testing.B, n int) (map[string]float64, error) {
 	data := jailDir(b)
 	srv := serveHTTP(b, "--data-dir", data, "--auth", "none", "--max-sessions-per-user", "0", "--max-shells", "0",
-		"--max-shells-per-user", "0", "--memory-per-user", "0", "--cpus-per-user", "0") // one user, many sessions: measure the server, not the caps
+		"--max-shells-per-user", "0", "--memory-per-user", "0", "--cpus-per-user", "0",
+		// 200 calls at once open 200 connections, from one address and
+		// one user: no connection caps either.
+		"--max-conns-per-client", "0", "--max-conns-per-user", "0") // one user, many sessions: measure the server, not the caps
 	// Keep a connection per concurrent call: with Go's default of two idle
 	// connections per host, 198 calls of every round would pay a TCP setup.
 	c := connect(b, &sdk.StreamableClientTransport{Endpoint: srv.url, MaxRetries: -1,

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // serveHTTPLimited starts 'warren serve http' with at most nofile open
@@ -229,5 +231,112 @@ func TestHTTPLogsAreJSON(t *testing.T) {
 	}
 	if !sawGET {
 		t.Errorf("the refused GET streams were not logged at debug level: %q", lines)
+	}
+}
+
+// fromAddr is an HTTP transport that dials from a given loopback address
+// and adds headers (a bearer token, X-Forwarded-For) to every request.
+type fromAddr struct {
+	base    *http.Transport
+	headers map[string]string
+}
+
+func (f fromAddr) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range f.headers {
+		r.Header.Set(k, v)
+	}
+	return f.base.RoundTrip(r)
+}
+
+func dialingFrom(ip string, headers map[string]string) http.RoundTripper {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	return fromAddr{base: &http.Transport{DialContext: d.DialContext}, headers: headers}
+}
+
+// stall opens a connection from ip and sends a request whose body never
+// comes, with the given extra header lines: it holds the connection (and,
+// with a token, counts as its user's) until the body timeout.
+func stall(t *testing.T, host, ip, headers string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", host)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", ip, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n%s\r\n{\"jsonrpc\"", host, headers)
+	return c
+}
+
+// answered reads the status line a stalled connection got at once, or ""
+// when it is still waiting (its request holds its slot).
+func answered(c net.Conn) string {
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	b := make([]byte, 4096)
+	n, _ := c.Read(b)
+	c.SetReadDeadline(time.Time{})
+	line, _, _ := strings.Cut(string(b[:n]), "\r\n")
+	return line
+}
+
+// TestHTTPConnsAreLimitedPerUser: clients that share one address, behind a
+// NAT or a reverse proxy, each get their own cap once authenticated: one
+// user holding all of its connections denies itself, not the others. Only
+// a trusted proxy's X-Forwarded-For is read, so an attacker's spoofed one
+// does not escape the cap of its address.
+func TestHTTPConnsAreLimitedPerUser(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	aliceTok, bobTok := createToken(t, data, "alice"), createToken(t, data, "bob")
+	dave, carol := createToken(t, data, "dave"), createToken(t, data, "carol")
+	srv := serveHTTP(t, "--data-dir", data, "--max-conns-per-client", "4", "--max-conns-per-user", "4",
+		"--trusted-proxy", "127.0.0.3", "--body-timeout", "60s")
+	host := strings.TrimPrefix(strings.TrimSuffix(srv.url, "/mcp"), "http://")
+	const refused = "HTTP/1.1 503 Service Unavailable"
+
+	// Direct, one address (127.0.0.1, as behind a NAT): alice holds her 4
+	// connections and more than the address's 4; her next is refused, and
+	// says why; bob from the same address is still served.
+	for i := range 6 {
+		c := stall(t, host, "127.0.0.1", "Authorization: Bearer "+aliceTok+"\r\n")
+		got := answered(c)
+		if i < 4 && got != "" {
+			t.Fatalf("alice's connection %d: %q, want it held", i+1, got)
+		}
+		if i >= 4 && got != refused {
+			t.Fatalf("alice's connection %d, over her cap of 4: %q, want %q", i+1, got, refused)
+		}
+	}
+	bob := connect(t, &sdk.StreamableClientTransport{Endpoint: srv.url, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: dialingFrom("127.0.0.1", map[string]string{"Authorization": "Bearer " + bobTok})}})
+	if got := bob.exec("echo bob direct"); got["stdout"] != "bob direct\n" {
+		t.Fatalf("bob from alice's address while she holds her cap: %v", got)
+	}
+
+	// Through the trusted proxy (127.0.0.3), every client shares its
+	// address: its requests count per user. Dave holds his 4, his next is
+	// refused, and carol is still served through the same proxy.
+	for i := range 5 {
+		c := stall(t, host, "127.0.0.3", "Authorization: Bearer "+dave+"\r\nX-Forwarded-For: 10.0.0.2\r\n")
+		if got := answered(c); i < 4 && got != "" || i >= 4 && got != refused {
+			t.Fatalf("dave's request %d through the proxy: %q", i+1, got)
+		}
+	}
+	viaProxy := connect(t, &sdk.StreamableClientTransport{Endpoint: srv.url, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: dialingFrom("127.0.0.3", map[string]string{"Authorization": "Bearer " + carol, "X-Forwarded-For": "10.0.0.3"})}})
+	if got := viaProxy.exec("echo carol"); got["stdout"] != "carol\n" {
+		t.Fatalf("carol through the proxy while dave holds his cap there: %v", got)
+	}
+
+	// An untrusted client (127.0.0.2) that sends X-Forwarded-For is still
+	// one address: every spoofed header is ignored, and past 4
+	// connections it is refused at once.
+	got := map[string]int{}
+	for i := range 8 {
+		got[answered(stall(t, host, "127.0.0.2", fmt.Sprintf("X-Forwarded-For: 10.1.0.%d\r\n", i)))]++
+	}
+	if got[refused] != 4 || got[""] != 4 {
+		t.Fatalf("8 connections from one untrusted address with 8 X-Forwarded-For: %v, want 4 held and 4 refused", got)
 	}
 }

@@ -59,7 +59,9 @@ func serveCommand() *cli.Command {
 					&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address"},
 					&cli.StringSliceFlag{Name: "allow-origin", Usage: "extra browser Origin allowed (scheme://host:port); repeatable"},
 					&cli.StringFlag{Name: "console-dir", Usage: "serve the web console from this directory instead of the built-in one (development: 'just web-watch')"},
-					&cli.IntFlag{Name: "max-conns-per-client", Value: mcp.DefaultConnsPerClient, Usage: "connections one client IP address may hold open; more are answered 503"},
+					&cli.IntFlag{Name: "max-conns-per-client", Value: mcp.DefaultConnsPerClient, Usage: "connections one client IP address may hold open before it authenticates (through a --trusted-proxy: requests in flight); more are answered 503; 0: no limit"},
+					&cli.IntFlag{Name: "max-conns-per-user", Value: mcp.DefaultConnsPerUser, Usage: "connections one authenticated user may hold open (through a --trusted-proxy: requests in flight); more are answered 503; 0: no limit"},
+					&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "address or CIDR network of a reverse proxy in front of warren: X-Forwarded-For is read from it (and only from it) to limit its clients per address; repeatable"},
 					&cli.DurationFlag{Name: "body-timeout", Value: mcp.DefaultBodyTimeout, Usage: "how long a request body may take to arrive (responses are not limited)"},
 				),
 				Action: runServeHTTP,
@@ -277,7 +279,18 @@ func runServeHTTP(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	ln = mcp.LimitConnsPerClient(ln, c.Int("max-conns-per-client"))
+	proxies, err := mcp.ParseTrustedProxies(c.StringSlice("trusted-proxy"))
+	if err != nil {
+		ln.Close()
+		return cli.Exit(err.Error(), 2)
+	}
+	if c.Int("max-conns-per-client") < 0 || c.Int("max-conns-per-user") < 0 {
+		ln.Close()
+		return cli.Exit("--max-conns-per-client and --max-conns-per-user must be 0 (no limit) or more", 2)
+	}
+	limiter := mcp.NewConnLimiter(ln, mcp.ConnLimits{PerAddress: c.Int("max-conns-per-client"), PerUser: c.Int("max-conns-per-user"),
+		TrustedProxies: proxies})
+	ln, opts.Conns = limiter, limiter
 	url := "http://" + ln.Addr().String() + "/mcp"
 	// On stdout, never in the logs: the link signs a browser in.
 	consoleURL := console.LoginURL("http://"+ln.Addr().String(), opts.LocalUser)
@@ -299,7 +312,8 @@ func runServeHTTP(c *cli.Context) error {
 	}
 	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
 
-	hs := &http.Server{Handler: mcp.InstrumentHTTP(svc.server.HTTPHandler(opts)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := &http.Server{Handler: limiter.Handler(mcp.InstrumentHTTP(svc.server.HTTPHandler(opts))), ConnContext: limiter.ConnContext,
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)

@@ -189,9 +189,26 @@ func (l *Log) Changed(session string) <-chan struct{} {
 // After returns up to limit events of session whose seq is after cursor,
 // oldest first, and whether more follow.
 func (l *Log) After(ctx context.Context, session string, cursor int64, limit int) ([]Event, bool, error) {
+	return l.Page(ctx, session, cursor, limit, 0)
+}
+
+// Size is what an event weighs against a byte budget: its texts and a
+// fixed allowance for the other fields.
+func Size(e Event) int {
+	return len(e.Summary) + len(e.Text) + len(e.Tool) + len(e.Client) + len(e.Call) + 64
+}
+
+// Page is After with a byte budget as well: it stops before the event that
+// would take the events' Size past maxBytes (0: no budget), though it
+// always returns at least one event when one follows cursor. Rows are read
+// one at a time, so a reader never holds more than the budget of them:
+// a session keeps 2,000 events of up to 16 KB, and a thousand read whole
+// for each of a few dozen readers was hundreds of MB.
+func (l *Log) Page(ctx context.Context, session string, cursor int64, limit, maxBytes int) ([]Event, bool, error) {
 	if limit <= 0 {
 		limit = 100
 	}
+	fits := func(total, next, n int) bool { return maxBytes <= 0 || n == 0 || total+next <= maxBytes }
 	// Events in memory first: an event leaves memory only once it is
 	// committed, so anything missing from this copy is in the table.
 	l.mu.Lock()
@@ -211,6 +228,7 @@ func (l *Log) After(ctx context.Context, session string, cursor int64, limit int
 	}
 	defer rows.Close()
 	var out []Event
+	total, full := 0, false
 	for rows.Next() {
 		e := Event{Session: session}
 		var at int64
@@ -218,17 +236,29 @@ func (l *Log) After(ctx context.Context, session string, cursor int64, limit int
 			return nil, false, fmt.Errorf("read session events: %w", err)
 		}
 		e.At = time.UnixMilli(at).UTC()
+		if !fits(total, Size(e), len(out)) {
+			// One event past the budget is read, so that more is known.
+			out = append(out, e)
+			full = true
+			break
+		}
+		total += Size(e)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("read session events: %w", err)
 	}
 	out = merge(out, mem)
-	more := len(out) > limit
-	if more {
-		out = out[:limit]
+	// The budget again, over the merged list: events in memory may come
+	// before those read from the table.
+	total = 0
+	for i, e := range out {
+		if i == limit || !fits(total, Size(e), i) {
+			return out[:i], true, nil
+		}
+		total += Size(e)
 	}
-	return out, more, nil
+	return out, full, nil
 }
 
 // merge joins two lists ordered by seq, dropping duplicates.
