@@ -166,7 +166,8 @@ type charge struct {
 
 // Handler charges each request of a trusted proxy to the client address
 // in its X-Forwarded-For, while it is not authenticated (PerUser moves
-// the charge to its user), and lets other requests through.
+// the charge to its user), and gives the request that address as its
+// RemoteAddr; other requests pass as they came.
 func (l *ConnLimiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		parent, _ := r.Context().Value(connKey{}).(*charge)
@@ -174,7 +175,8 @@ func (l *ConnLimiter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ch := &charge{conn: parent.conn, key: "addr " + l.forwardedFor(r)}
+		client := l.forwardedFor(r)
+		ch := &charge{conn: parent.conn, key: "addr " + client}
 		if !l.take(ch.key, l.limits.PerAddress) {
 			w.Header().Set("Connection", "close")
 			http.Error(w, fmt.Sprintf("too many requests in flight from your address (the limit is %d before a client authenticates): "+
@@ -188,7 +190,12 @@ func (l *ConnLimiter) Handler(next http.Handler) http.Handler {
 				l.give(ch.key)
 			}
 		}()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), connKey{}, ch)))
+		// Behind a trusted proxy the client is the forwarded address:
+		// what comes after (the console's sign-in limits, logs) sees it
+		// as the request's remote address, not the proxy's.
+		r = r.WithContext(context.WithValue(r.Context(), connKey{}, ch))
+		r.RemoteAddr = net.JoinHostPort(client, "0")
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -340,3 +340,78 @@ func TestHTTPConnsAreLimitedPerUser(t *testing.T) {
 		t.Fatalf("8 connections from one untrusted address with 8 X-Forwarded-For: %v, want 4 held and 4 refused", got)
 	}
 }
+
+// TestSignInLimitSeesClientsBehindATrustedProxy: the console's sign-in
+// rate limit counts each client behind a --trusted-proxy by its
+// X-Forwarded-For address, so one client's flood of token guesses does
+// not lock out another client of the same proxy; a spoofed
+// X-Forwarded-For from an untrusted address changes nothing.
+func TestSignInLimitSeesClientsBehindATrustedProxy(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	createToken(t, data, "alice")
+	srv := serveHTTP(t, "--data-dir", data, "--trusted-proxy", "127.0.0.3")
+	base := strings.TrimSuffix(srv.url, "/mcp")
+	attempt := func(from, forwarded string) int {
+		t.Helper()
+		headers := map[string]string{"Origin": base}
+		if forwarded != "" {
+			headers["X-Forwarded-For"] = forwarded
+		}
+		c := &http.Client{Transport: dialingFrom(from, headers)}
+		resp, err := c.Post(base+"/console/login", "application/json", strings.NewReader(`{"token":"wrn_guess"}`))
+		if err != nil {
+			t.Fatalf("sign-in from %s: %v", from, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	flood := func(from string, forwarded func(i int) string) int {
+		refused := 0
+		for i := range 40 {
+			if attempt(from, forwarded(i)) == http.StatusTooManyRequests {
+				refused++
+			}
+		}
+		return refused
+	}
+	if n := flood("127.0.0.3", func(int) string { return "10.0.0.9" }); n == 0 {
+		t.Fatal("40 guesses from one client behind the proxy: none refused")
+	}
+	if code := attempt("127.0.0.3", "10.0.0.10"); code == http.StatusTooManyRequests {
+		t.Errorf("another client behind the same trusted proxy is refused (%d): the proxy's clients share one limit", code)
+	}
+	if n := flood("127.0.0.2", func(i int) string { return fmt.Sprintf("10.1.0.%d", i) }); n == 0 {
+		t.Error("an untrusted address escapes the limit by sending a new X-Forwarded-For each time")
+	}
+}
+
+// TestHTTPHeadersAreBounded: a request whose headers are over the server's
+// 64 KiB gets 431 before anything reads them; a request near the limit is
+// served as usual.
+func TestHTTPHeadersAreBounded(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	token := createToken(t, data, "alice")
+	srv := serveHTTP(t, "--data-dir", data)
+	send := func(padding int) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-Padding", strings.Repeat("p", padding))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("request with %d bytes of headers: %v", padding, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := send(1 << 20); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("1 MB of headers: %d, want 431", code)
+	}
+	if code := send(32 << 10); code == http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("32 KB of headers: refused (%d)", code)
+	}
+}

@@ -313,7 +313,10 @@ func runServeHTTP(c *cli.Context) error {
 	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
 
 	hs := &http.Server{Handler: limiter.Handler(mcp.InstrumentHTTP(svc.server.HTTPHandler(opts))), ConnContext: limiter.ConnContext,
-		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		// A request's headers are small (a token, a session id, a trace
+		// context): 64 KiB, not Go's default megabyte, held per request.
+		MaxHeaderBytes: 64 << 10}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
