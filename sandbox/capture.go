@@ -47,7 +47,14 @@ func (r *run) emitStdout(j *jail, b []byte) {
 // trailer's `export -p`, when a signal killed it in the middle (it never
 // runs an EXIT trap then): that is state, not output, and is dropped.
 func (r *run) keepExitOutput(j *jail) {
-	if r.recOK || len(r.status) == 0 {
+	if r.recOK {
+		return
+	}
+	// The trap's last words may still be in the pipe: the read that the
+	// jail's end interrupted (by moving its deadline to now) returns at
+	// once, without taking what was buffered.
+	j.readNow(func(p []byte) { r.addStatus(j, p) })
+	if len(r.status) == 0 {
 		return
 	}
 	out := r.status
