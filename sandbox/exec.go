@@ -174,7 +174,12 @@ func (s *Shell) complete(c *ended, res Result) Result {
 	res.Duration = now().Sub(c.start)
 	died := c.died
 	res.ShellRestarted = res.ShellRestarted || died
-	if !res.ShellRestarted {
+	// A command that hit the jail's process limit shows it (a refused fork
+	// is an error on stderr, or a failed status) or started jobs: its
+	// leftovers are looked for now, so that its own result says so. Any
+	// other command's are looked for before the next one: one read of
+	// pids.events per command instead of two (about 7 µs of a shell_exec).
+	if !res.ShellRestarted && (res.ExitCode != 0 || r.out[1].total > 0 || mayStartJobs(c.text)) {
 		s.stopLeftoversAtLimit(j)
 	}
 	s.finish(j, r, opts.OnOutput)
