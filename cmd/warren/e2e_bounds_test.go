@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -33,25 +32,7 @@ func serveHTTPCounted(t *testing.T, args ...string) (*httpServer, *atomic.Int64)
 // longest line the server logged.
 func serveHTTPMeasured(t *testing.T, args ...string) (*httpServer, *atomic.Int64, *atomic.Int64) {
 	t.Helper()
-	cmd := exec.Command(warrenBin, append([]string{"serve", "http", "--addr", "127.0.0.1:0"}, args...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = newTestLog(t, "server stdout: ")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-		}
-	})
+	cmd, stderr := startServeHTTP(t, args...)
 	var logged, longest atomic.Int64
 	lines := newTestLog(t, "server: ")
 	urls := make(chan string, 1)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -269,9 +270,10 @@ type httpServer struct {
 	cmd *exec.Cmd
 }
 
-// serveHTTP starts 'warren serve http' on a free loopback port and waits
-// for it to say where it listens.
-func serveHTTP(t testing.TB, args ...string) *httpServer {
+// startServeHTTP starts 'warren serve http' on a free loopback port, its
+// stdout logged to the test, and stops it when the test ends; the caller
+// reads its stderr (the log, which names the URL first).
+func startServeHTTP(t testing.TB, args ...string) (*exec.Cmd, io.Reader) {
 	t.Helper()
 	cmd := exec.Command(warrenBin, append([]string{"serve", "http", "--addr", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -292,6 +294,14 @@ func serveHTTP(t testing.TB, args ...string) *httpServer {
 			cmd.Process.Kill()
 		}
 	})
+	return cmd, stderr
+}
+
+// serveHTTP starts 'warren serve http' on a free loopback port and waits
+// for it to say where it listens.
+func serveHTTP(t testing.TB, args ...string) *httpServer {
+	t.Helper()
+	cmd, stderr := startServeHTTP(t, args...)
 	urls := make(chan string, 1)
 	lg := newTestLog(t, "server: ")
 	go func() {
