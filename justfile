@@ -56,9 +56,10 @@ bench: test-deps
 bench-check: test-deps
     go test -run '^$' -bench 'AgainstFloors|ExecBuiltin|ExecExternal|ToolRoundTrip|ObsOverhead|IdleRSS' -benchtime 2000x ./sandbox/ ./cmd/warren/ ./agent/ | grep -v '^ *e2e_helpers_test' | go run ./cmd/benchcheck
 
-# Benchmark the MCP server against its floors (bare mcp-go server, bare jailed sh), measured in the same run.
+# Benchmark the MCP server: per-call benchmarks against their floors (2,000 calls each), then the whole-server scenarios once each (idle memory, 200 sessions, the soak, usage lost to kill -9).
 bench-mcp: test-deps
-    go test -run '^$' -bench . -benchtime 2000x ./cmd/warren/
+    go test -run '^$' -bench 'AgainstFloors|ObsOverhead|ConcurrentShellExec|TracedCall' -benchtime 2000x ./cmd/warren/
+    go test -run '^$' -bench 'IdleRSS|Sessions200|Soak|UsageLossOnKill' -benchtime 1x ./cmd/warren/
 
 # 200 sessions each running a command at once: shell_exec p50/p95, server RSS, memory per idle jail.
 bench-sessions: test-deps
