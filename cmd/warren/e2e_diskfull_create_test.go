@@ -1,14 +1,11 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // session_create on a full disk says the disk is full and what to do, in
@@ -17,15 +14,7 @@ import (
 // the workspace, the source.
 func TestSessionCreateOnAFullDiskHidesPaths(t *testing.T) {
 	needJail(t)
-	mnt := t.TempDir()
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=8m,mode=0755"); err != nil {
-		t.Fatalf("mount a small tmpfs (the e2e tests run as root): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", mnt, err)
-		}
-	})
+	mnt := smallDisk(t, "8m")
 	data := filepath.Join(mnt, "data")
 	// Sources on another disk, with enough in them that a clone or a copy
 	// needs room.
@@ -51,19 +40,7 @@ func TestSessionCreateOnAFullDiskHidesPaths(t *testing.T) {
 	before := c.ok("session_create", map[string]any{"name": "before"})["session_id"].(string)
 	c.exec("head -c 100000 /dev/zero > big", "session_id", before)
 
-	fill := filepath.Join(mnt, "fill")
-	f, err := os.Create(fill)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64<<10)
-	for err == nil {
-		_, err = f.Write(buf)
-	}
-	f.Close()
-	if !errors.Is(err, unix.ENOSPC) {
-		t.Fatalf("filling the disk: %v", err)
-	}
+	fillDisk(t, mnt)
 
 	for _, args := range []map[string]any{
 		{"name": "empty"},

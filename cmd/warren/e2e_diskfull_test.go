@@ -16,15 +16,7 @@ import (
 // directory is full, name it, and say what to do; once space is freed,
 // writes work again and nothing acknowledged before is lost.
 func TestFullDiskSaysWhichDiskIsFull(t *testing.T) {
-	mnt := t.TempDir()
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=4m,mode=0755"); err != nil {
-		t.Fatalf("mount a small tmpfs (the e2e tests run as root): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", mnt, err)
-		}
-	})
+	mnt := smallDisk(t, "4m")
 	data := filepath.Join(mnt, "data")
 	createToken(t, data, "alice") // the database exists, and a token in it
 	c := serveStdio(t, "--data-dir", data)
@@ -32,19 +24,7 @@ func TestFullDiskSaysWhichDiskIsFull(t *testing.T) {
 	record := map[string]any{"session_id": id, "model": "m", "input_tokens": 7, "output_tokens": 1}
 	c.ok("usage_record", record)
 
-	fill := filepath.Join(mnt, "fill")
-	f, err := os.Create(fill)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64<<10)
-	for err == nil {
-		_, err = f.Write(buf)
-	}
-	f.Close()
-	if !errors.Is(err, unix.ENOSPC) {
-		t.Fatalf("filling the disk: %v", err)
-	}
+	fill := fillDisk(t, mnt)
 
 	want := "the disk holding warren's data directory " + data + " is full"
 	for _, w := range []string{want, "free space"} {
@@ -64,4 +44,40 @@ func TestFullDiskSaysWhichDiskIsFull(t *testing.T) {
 	if got := report["total"].(map[string]any)["input_tokens"]; got != 14.0 {
 		t.Fatalf("after freeing space, usage should hold the 14 input tokens of the two acknowledged records: %v", report)
 	}
+}
+
+// smallDisk mounts a tmpfs of the given size in the test's temp dir (the
+// e2e tests run as root) and unmounts it when the test ends.
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	mnt := t.TempDir()
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size="+size+",mode=0755"); err != nil {
+		t.Fatalf("mount a small tmpfs (the e2e tests run as root): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	return mnt
+}
+
+// fillDisk writes a file on mnt until the disk refuses more, and returns
+// its path (removing it frees the space).
+func fillDisk(t *testing.T, mnt string) string {
+	t.Helper()
+	fill := filepath.Join(mnt, "fill")
+	f, err := os.Create(fill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for err == nil {
+		_, err = f.Write(buf)
+	}
+	f.Close()
+	if !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("filling the disk: %v", err)
+	}
+	return fill
 }
