@@ -23,17 +23,7 @@ func TestConsoleAgentPanelAsksForApproval(t *testing.T) {
 		pt.Reply{Text: "I will write the file.", Calls: []pt.Call{{Name: "shell_exec", Args: `{"command":"echo approved > agent.txt"}`}}},
 		pt.Reply{Text: "The file is written."})
 	defer model.Close()
-	cfg := `{"agent": {"model": "gpt-4.1-mini", "base_url": "` + model.BaseURL() + `", "api_key": "sk-config-key", "policy": {"approval": "ask"}}}`
-	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := startConsole(t, data, "127.0.0.1:0")
-	c := connectHTTP(t, srv.mcpURL(), srv.token)
-	session := c.exec("true")["session_id"].(string)
-
-	b := signedIn(t, srv)
-	b.run("open the agent panel", chromedp.Navigate(srv.base+"/#/s/"+session+"/agent"))
-	b.waitJS("the agent panel", `!!document.querySelector("#agent-prompt")`)
+	b, session := openAgentPanel(t, data, model, `{"approval": "ask"}`)
 	b.run("ask the agent", chromedp.SendKeys("#agent-prompt", "write agent.txt"), chromedp.Click("#agent-run"))
 	b.waitJS("the approval request", `!!document.querySelector(".approval #approve")`)
 	if q := b.text(".approval p"); !strings.Contains(q, "shell_exec") || !strings.Contains(q, "agent.txt") {
@@ -73,23 +63,11 @@ func TestConsoleHidesTheAgentWithoutAModel(t *testing.T) {
 // model sees the first prompt in the second request.
 func TestConsoleAgentFailedRunKeepsItsChat(t *testing.T) {
 	needJail(t)
-	data := jailDir(t)
 	model := pt.New(pt.OpenAI,
 		pt.Reply{Calls: []pt.Call{{Name: "shell_exec", Args: `{"command":"echo one"}`}}},
 		pt.Reply{Text: "Continued."})
 	defer model.Close()
-	cfg := `{"agent": {"model": "gpt-4.1-mini", "base_url": "` + model.BaseURL() + `", "api_key": "sk-config-key",
-		"policy": {"approval": "auto", "max_turns": 1}}}`
-	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := startConsole(t, data, "127.0.0.1:0")
-	c := connectHTTP(t, srv.mcpURL(), srv.token)
-	session := c.exec("true")["session_id"].(string)
-
-	b := signedIn(t, srv)
-	b.run("open the agent panel", chromedp.Navigate(srv.base+"/#/s/"+session+"/agent"))
-	b.waitJS("the agent panel", `!!document.querySelector("#agent-prompt")`)
+	b, _ := openAgentPanel(t, jailDir(t), model, `{"approval": "auto", "max_turns": 1}`)
 	b.run("the first prompt", chromedp.SendKeys("#agent-prompt", "the first prompt"), chromedp.Click("#agent-run"))
 	b.waitJS("the run's error", `(document.querySelector(".agent") || {}).textContent?.includes("max_turns")`)
 	b.waitJS("the run button back", `!document.querySelector("#agent-run").disabled`)
@@ -104,4 +82,22 @@ func TestConsoleAgentFailedRunKeepsItsChat(t *testing.T) {
 	if !strings.Contains(history.String(), "the first prompt") {
 		t.Fatalf("the second run started a new chat: its request holds %q", history.String())
 	}
+}
+
+// openAgentPanel serves a console whose agent uses the scripted model
+// under the given policy (JSON), makes a session, and opens its agent
+// panel in a signed-in browser.
+func openAgentPanel(t *testing.T, data string, model *pt.Server, policy string) (*browser, string) {
+	t.Helper()
+	cfg := `{"agent": {"model": "gpt-4.1-mini", "base_url": "` + model.BaseURL() + `", "api_key": "sk-config-key", "policy": ` + policy + `}}`
+	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startConsole(t, data, "127.0.0.1:0")
+	c := connectHTTP(t, srv.mcpURL(), srv.token)
+	session := c.exec("true")["session_id"].(string)
+	b := signedIn(t, srv)
+	b.run("open the agent panel", chromedp.Navigate(srv.base+"/#/s/"+session+"/agent"))
+	b.waitJS("the agent panel", `!!document.querySelector("#agent-prompt")`)
+	return b, session
 }
