@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/bound"
 	"github.com/warrenhq/warren/sessions/errs"
 )
 
@@ -74,7 +74,7 @@ func (r *agentRunner) RunAgent(ctx context.Context, req mcp.AgentRequest, progre
 	if allowed := r.cfg.allowedModels(); !slices.Contains(allowed, model) {
 		return mcp.AgentRunOutput{}, errs.New(errs.Invalid, fmt.Sprintf("model %q is not allowed on this server: choose one of %s "+
 			"(or omit model for %s); the operator allows more with agent.models in the config file",
-			bounded(model, 100), strings.Join(allowed, ", "), r.cfg.Model))
+			bound.String(model, bound.Name), strings.Join(allowed, ", "), r.cfg.Model))
 	}
 	sessionID := req.SessionID
 	if req.Resume != "" && sessionID == "" {
@@ -147,15 +147,4 @@ func (r *agentRunner) RunAgent(ctx context.Context, req mcp.AgentRequest, progre
 	out.Answer, out.Ended, out.Error, out.Turns = d.Answer, d.Reason, d.Error, d.Turns
 	out.InputTokens, out.OutputTokens, out.CostUSD = t.InputTokens, t.OutputTokens, float64(t.CostMicros)/1e6
 	return out, nil
-}
-
-// bounded cuts a caller's string for a message, at a rune boundary.
-func bounded(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

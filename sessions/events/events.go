@@ -19,6 +19,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
+
+	"github.com/warrenhq/warren/sessions/bound"
 )
 
 // Kinds of events.
@@ -53,7 +55,6 @@ type Event struct {
 const (
 	MaxSummary = 1 << 10
 	MaxText    = 16 << 10
-	MaxName    = 128 // a client's or a tool's name
 )
 
 // DefaultMaxEvents is how many events a session keeps when
@@ -131,7 +132,7 @@ func (l *Log) Append(e Event) Event {
 	e.Summary = cut(redact(e.Summary), MaxSummary)
 	e.Text = cut(redact(e.Text), MaxText)
 	// The client named itself, and each event keeps its name.
-	e.Client, e.Tool = cut(e.Client, MaxName), cut(e.Tool, MaxName)
+	e.Client, e.Tool = bound.String(e.Client, bound.Name), bound.String(e.Tool, bound.Name)
 	if e.At.IsZero() {
 		e.At = l.now()
 	}
