@@ -30,9 +30,9 @@ test-deps: deps
       else echo "the tests need ${missing[*]}: run 'sudo apt-get install -y --no-install-recommends ${missing[*]}'" >&2; exit 1; fi
     fi
 
-# Build the warren binary (bin/warren unless told): static, stripped, the version from git.
+# Build warren and the runner it starts in every jail into a directory (bin/ unless told): bin/warren and bin/warren-runner, static, stripped, the version from git.
 build out=bin:
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o {{out}} ./cmd/warren
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o {{out}} ./cmd/warren ./cmd/warren-runner
 
 # Serve the current directory over MCP on stdio with embedded defaults.
 serve *ARGS: deps build

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/sandbox/runner/client"
 )
 
 // jail is one running bwrap process with its shell. A Shell replaces its
@@ -41,6 +43,12 @@ type jail struct {
 
 	exited   chan struct{} // closed once bwrap has been reaped
 	exitCode int           // valid after exited is closed
+
+	// runner is the connection to the jail's runner, nil in a jail
+	// started without one; runnerID is its binary, which tells its
+	// process from the others.
+	runner   *client.Conn
+	runnerID fileID
 }
 
 // pipeReader drains one pipe of the shell for the jail's whole life and
@@ -153,6 +161,9 @@ type jailSpec struct {
 	// onExit, when set, runs once bwrap has been reaped, before anyone
 	// waiting for the jail's end learns of it.
 	onExit func()
+	// runner is the host path of the runner's binary; empty starts the
+	// jail without one.
+	runner string
 }
 
 // startJail starts bwrap with /bin/sh inside. The shell reads commands on
@@ -212,6 +223,21 @@ func startJail(spec jailSpec) (*jail, error) {
 		return nil, egErr
 	}
 	extra = append(extra, eg.child...)
+	rn := &runnerFiles{}
+	if spec.runner != "" {
+		var err error
+		if rn, err = openRunner(spec.runner, 3+len(extra), &fds); err != nil {
+			eg.close()
+			for _, f := range eg.child {
+				f.Close()
+			}
+			closeAll()
+			return nil, err
+		}
+		extra = append(extra, rn.child()...)
+	} else {
+		fds.Runner, fds.Conn = -1, -1
+	}
 	cmd := exec.Command(spec.bwrap, BwrapArgs(spec.profile, fds, "/bin/sh")...)
 	// bwrap's own init keeps bwrap's environment, visible in the jail as
 	// /proc/1/environ: give it none of the server's.
@@ -266,10 +292,14 @@ func startJail(spec jailSpec) (*jail, error) {
 	}
 	if err != nil {
 		eg.close()
+		rn.close()
 		for _, f := range []*os.File{inW, outR, errR, infoR, statR} {
 			f.Close()
 		}
 		return nil, fmt.Errorf("start jail: %w", err)
+	}
+	if rn.host != nil {
+		j.runner, j.runnerID = rn.connect(), rn.id
 	}
 	if err := eg.attach(); err != nil {
 		j.kill()
@@ -375,6 +405,9 @@ func (j *jail) kill() {
 	<-j.exited
 	j.stdin.Close()
 	j.statusClose.Do(func() { j.status.Close() })
+	if j.runner != nil {
+		j.runner.Close()
+	}
 }
 
 // interruptStatus ends a wait for a status record at once.

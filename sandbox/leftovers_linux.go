@@ -85,7 +85,7 @@ func (s *Shell) stopLeftoversAtLimit(j *jail) {
 	for pass := 0; pass < 1000; pass++ {
 		found := false
 		for _, pid := range cg.pids() {
-			if keep[pid] {
+			if keep[pid] || j.isRunner(pid) {
 				continue
 			}
 			found = true
@@ -97,8 +97,8 @@ func (s *Shell) stopLeftoversAtLimit(j *jail) {
 			break
 		}
 	}
-	cg.waitUncharged(len(keep) + len(shellChildren(j.shell())))
-	cg.refused = cg.forkRefusals() // the kills above may race with refusals
+	cg.waitUncharged(len(keep) + 1 + len(shellChildren(j.shell()))) // 1: the runner
+	cg.refused = cg.forkRefusals()                                  // the kills above may race with refusals
 	if len(stopped) == 0 {
 		return
 	}

@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/sandbox/runner/proto"
 )
 
 // A fork bomb that returns at once (its processes run on in the
@@ -36,9 +39,25 @@ func TestForkBombLeftoversAreStopped(t *testing.T) {
 		}
 	}
 	assertState(t, sh, "/workspace/b", "B", "1")
-	// bwrap, the jail's init and the shell.
-	if n := len(sh.cg.pids()); n != 3 {
-		t.Fatalf("%d processes in the jail's cgroup; want bwrap, its init and the shell", n)
+	// bwrap, the jail's init, the shell and the runner, which still serves.
+	if n := len(sh.cg.pids()); n != 4 {
+		t.Fatalf("%d processes in the jail's cgroup; want bwrap, its init, the shell and the runner", n)
+	}
+	pingRunner(t, sh)
+}
+
+// pingRunner checks that the jail's runner answers.
+func pingRunner(t *testing.T, sh *Shell) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := sh.Runner(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res proto.PingResult
+	if err := c.Call(ctx, proto.OpPing, proto.PingArgs{}, nil, &res); err != nil || res.PID <= 0 {
+		t.Fatalf("the runner after the bomb: %+v %v", res, err)
 	}
 }
 

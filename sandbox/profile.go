@@ -180,9 +180,14 @@ type JailFDs struct {
 	Info int
 	// Seccomp holds the seccomp program bwrap loads before the command.
 	Seccomp int
-	// Forwarder (a read-only descriptor of the forwarder binary) and
-	// ProxyCtl (the jail's end of the proxy socket) serve Profile.Egress.
-	Forwarder, ProxyCtl int
+	// Runner is a read-only descriptor of the runner's binary, which the
+	// jail executes (/proc/self/fd/N): the jail's uid needs no access to
+	// its host path, and nothing is mounted. Conn is the jail's end of the
+	// runner's socket pair. Below 3, the jail runs no runner.
+	Runner, Conn int
+	// ProxyCtl (the jail's end of the proxy socket) serves Profile.Egress:
+	// the runner forwards the jail's connections on it.
+	ProxyCtl int
 	// Workspace, when 3 or more, is an open descriptor of the workspace
 	// directory, bound by descriptor (--bind-fd) rather than by its path.
 	Workspace int
@@ -243,7 +248,7 @@ func BwrapArgs(p Profile, fds JailFDs, command ...string) []string {
 		a = append(a, "--seccomp", strconv.Itoa(fds.Seccomp))
 	}
 	a = append(a, "--")
-	return append(a, egressCommand(p, fds, command)...)
+	return append(a, runnerCommand(p, fds, command)...)
 }
 
 func appendTmpfs(a []string, size int64, path string) []string {

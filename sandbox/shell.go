@@ -47,6 +47,7 @@ type Shell struct {
 	notes        []string      // lines for the stderr of the next result (StopAll)
 	after        func() string // Options.AfterCommand
 	ws           *os.File      // the workspace directory, bound by descriptor
+	runner       string        // the runner's binary (FindRunner)
 }
 
 // Options tune NewShell.
@@ -62,6 +63,8 @@ type Options struct {
 	// returns is added as a line to the result's stderr. The session
 	// manager measures disk use there.
 	AfterCommand func() string
+	// Runner is the runner's binary; empty means FindRunner's choice.
+	Runner string
 	// Workspace is Profile.Workspace opened (and checked) by the caller;
 	// NewShell takes it over. Without it NewShell opens the path. Every
 	// jail the shell starts binds this directory by descriptor, whatever
@@ -104,7 +107,12 @@ func NewShell(p Profile, opts Options) (*Shell, error) {
 		ws.Close()
 		return nil, err
 	}
-	s := &Shell{profile: p, bwrap: path, turn: make(chan struct{}, 1), after: opts.AfterCommand, ws: ws}
+	runner, err := FindRunner(opts.Runner)
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
+	s := &Shell{profile: p, bwrap: path, runner: runner, turn: make(chan struct{}, 1), after: opts.AfterCommand, ws: ws}
 	s.turn <- struct{}{}
 	s.owner = [2]int{os.Getuid(), os.Getgid()}
 	if os.Geteuid() == 0 {
@@ -281,6 +289,7 @@ func (s *Shell) ensureJail() (*jail, error) {
 		init:      s.initScript(),
 		onExit:    end,
 		workspace: ws,
+		runner:    s.runner,
 	})
 	if err != nil {
 		end()

@@ -33,13 +33,7 @@ func (s *Shell) Background() bool {
 	if j == nil || !j.alive() {
 		return false
 	}
-	shell := j.shell()
-	for _, pid := range descendants(j.initPID) {
-		if pid != shell {
-			return true
-		}
-	}
-	return false
+	return len(j.others()) > 0
 }
 
 // StopAll kills every process in the jail at once (the running command,
@@ -133,13 +127,9 @@ func (s *Shell) restartForFileSize() {
 	if !stale || j == nil || !j.alive() {
 		return
 	}
-	shell := j.shell()
-	for _, pid := range descendants(j.initPID) {
-		if pid != shell {
-			s.notes = append(s.notes, "warren: the jail was restarted (same cwd and exports) to change its limit on "+
-				"file sizes for the disk quota; that stopped its background jobs")
-			break
-		}
+	if len(j.others()) > 0 {
+		s.notes = append(s.notes, "warren: the jail was restarted (same cwd and exports) to change its limit on "+
+			"file sizes for the disk quota; that stopped its background jobs")
 	}
 	j.kill()
 	s.jail = nil

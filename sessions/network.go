@@ -38,9 +38,6 @@ type NetworkConfig struct {
 	// Proxy serves allowlist sessions; nil makes allowlist mode
 	// unavailable.
 	Proxy *netproxy.Proxy
-	// Forwarder is the binary that runs the forwarder inside jails
-	// (warren itself).
-	Forwarder string
 	// Presets name groups of hosts; nil means netproxy.DefaultPresets.
 	Presets map[string][]string
 	// Default is the policy of a session created without one.
@@ -107,7 +104,7 @@ func (m *Manager) networkProfile(s *Session, p *sandbox.Profile) error {
 		}
 		ps := m.cfg.Network.Proxy.Session(s.ID)
 		ps.SetAllow(rules)
-		p.Egress = &sandbox.Egress{Forwarder: m.cfg.Network.Forwarder, Attach: ps.Attach}
+		p.Egress = &sandbox.Egress{Attach: ps.Attach}
 	}
 	return nil
 }

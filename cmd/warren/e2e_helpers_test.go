@@ -22,6 +22,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 )
 
 // warrenBin is the binary built once by TestMain.
@@ -49,6 +52,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build warren: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// The runner beside it, as 'just build' puts it; in-process tests
+	// (whose binary has none beside it) find it through $WARREN_RUNNER.
+	runner, err := runnertest.Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv(sandbox.RunnerEnv, runner)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

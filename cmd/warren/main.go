@@ -11,15 +11,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/sandbox/netproxy"
 	"github.com/warrenhq/warren/sessions/errs"
 )
 
 func main() {
-	// The jail's network forwarder is this binary, run inside the jail.
-	if len(os.Args) > 1 && os.Args[1] == netproxy.ForwarderCommand {
-		os.Exit(netproxy.ForwarderMain(os.Args[2:]))
-	}
 	app := newApp()
 	if err := app.Run(interspersed(app, os.Args)); err != nil {
 		printError(os.Stderr, err)

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 
@@ -52,12 +51,8 @@ func networkConfig(cfg *config, db *sql.DB, allowHost bool, log zerolog.Logger) 
 	if err != nil {
 		return sessions.NetworkConfig{}, nil, fmt.Errorf("config %s: network: %w", cfg.path, err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return sessions.NetworkConfig{}, nil, fmt.Errorf("find warren's own binary for the network forwarder: %w", err)
-	}
 	presets := mergedPresets(nc.Presets)
-	out := sessions.NetworkConfig{Forwarder: exe, Presets: presets, Default: nc.Default,
+	out := sessions.NetworkConfig{Presets: presets, Default: nc.Default,
 		AllowHost: allowHost || nc.AllowHost}
 	if db != nil {
 		out.Log = sessions.NewNetLog(db)
@@ -169,10 +164,6 @@ func shellEgress(c *cli.Context, p *sandbox.Profile, allow []string) (func(), er
 	if err != nil {
 		return nil, cli.Exit("--network-allow: "+err.Error(), 2)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find warren's own binary for the network forwarder: %w", err)
-	}
 	errOut := c.App.ErrWriter
 	px := netproxy.New(netproxy.Options{Hint: "restart warren shell with another --network-allow",
 		OnDecision: func(d netproxy.Decision) {
@@ -182,6 +173,6 @@ func shellEgress(c *cli.Context, p *sandbox.Profile, allow []string) (func(), er
 		}})
 	s := px.Session("shell")
 	s.SetAllow(rules)
-	p.Egress = &sandbox.Egress{Forwarder: exe, Attach: s.Attach}
+	p.Egress = &sandbox.Egress{Attach: s.Attach}
 	return px.Close, nil
 }

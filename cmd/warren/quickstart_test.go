@@ -55,8 +55,25 @@ func TestJustServeInstallsOnlyWhatServingNeeds(t *testing.T) {
 // `just build` makes a stripped, static binary whose --version names the
 // commit.
 func TestJustBuildIsStrippedStaticAndVersioned(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "warren")
-	just(t, "build", bin)
+	dir := t.TempDir()
+	just(t, "build", dir)
+	bin := filepath.Join(dir, "warren")
+	for _, b := range []string{bin, filepath.Join(dir, "warren-runner")} {
+		checkStrippedStatic(t, b)
+	}
+	st, _ := os.Stat(bin)
+	rst, _ := os.Stat(filepath.Join(dir, "warren-runner"))
+	head, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil || !strings.Contains(string(out), strings.TrimSpace(string(head))) {
+		t.Errorf("%s --version = %q (%v), want the commit %s", bin, out, err, head)
+	}
+	t.Logf("just build: warren %d MB, warren-runner %d KB", st.Size()>>20, rst.Size()>>10)
+}
+
+// checkStrippedStatic fails unless bin is stripped and statically linked.
+func checkStrippedStatic(t *testing.T, bin string) {
+	t.Helper()
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -70,13 +87,6 @@ func TestJustBuildIsStrippedStaticAndVersioned(t *testing.T) {
 			t.Errorf("%s is dynamically linked: want a static binary (CGO_ENABLED=0)", bin)
 		}
 	}
-	st, _ := os.Stat(bin)
-	head, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil || !strings.Contains(string(out), strings.TrimSpace(string(head))) {
-		t.Errorf("%s --version = %q (%v), want the commit %s", bin, out, err, head)
-	}
-	t.Logf("just build: %d MB", st.Size()>>20)
 }
 
 // A plain 'go build' where the toolchain stamps no version control

@@ -26,7 +26,7 @@ for v in "${suite_versions[@]}"; do
     PATH="$node_bin:$PATH" npm install --silent --no-audit --no-fund --prefix "$cache/suite-$v" "@modelcontextprotocol/conformance@$v"
   fi
 done
-go build -o bin/warren ./cmd/warren
+go build -o bin/ ./cmd/warren ./cmd/warren-runner
 
 work=$(mktemp -d)
 chmod 755 "$work"

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -94,67 +93,4 @@ func tcpConn(fd int) net.Conn {
 		return nil
 	}
 	return c
-}
-
-// ForwarderCommand is the hidden subcommand that runs the forwarder:
-// "<binary> __netfwd ADDR FD".
-const ForwarderCommand = "__netfwd"
-
-// ForwarderMain runs the forwarder from a command line (the arguments after
-// ForwarderCommand) and returns the process's exit code. Readiness is
-// reported on stdout, which is then pointed at /dev/null: the jail's
-// launcher waits for stdout to close before it starts the shell, so the
-// first command finds the proxy listening.
-func ForwarderMain(args []string) int {
-	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: warren "+ForwarderCommand+" ADDR FD (started by warren inside a jail)")
-		return 2
-	}
-	var fd int
-	if _, err := fmt.Sscan(args[1], &fd); err != nil || fd < 3 {
-		fmt.Fprintln(os.Stderr, "warren "+ForwarderCommand+": FD must be a descriptor number above 2")
-		return 2
-	}
-	err := RunForwarder(args[0], fd, func() {
-		fmt.Fprintln(os.Stdout, "ready")
-		if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
-			_ = unix.Dup3(int(null.Fd()), 1, 0)
-			null.Close()
-		}
-	})
-	fmt.Fprintln(os.Stderr, "warren "+ForwarderCommand+":", err)
-	return 1
-}
-
-// RunForwarder is the forwarder inside the jail: it listens on addr (the
-// jail's loopback), calls ready, then sends every accepted connection to
-// the host over the socket ctlFD. It returns when the host end closes.
-func RunForwarder(addr string, ctlFD int, ready func()) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("forwarder: listen on %s: %w", addr, err)
-	}
-	if ready != nil {
-		ready()
-	}
-	syscall.CloseOnExec(ctlFD)
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return fmt.Errorf("forwarder: accept: %w", err)
-		}
-		raw, err := c.(*net.TCPConn).SyscallConn()
-		if err != nil {
-			c.Close()
-			continue
-		}
-		var sendErr error
-		_ = raw.Control(func(fd uintptr) {
-			sendErr = unix.Sendmsg(ctlFD, []byte{0}, unix.UnixRights(int(fd)), nil, 0)
-		})
-		c.Close()
-		if sendErr != nil {
-			return fmt.Errorf("forwarder: the proxy is gone: %w", sendErr)
-		}
-	}
 }

@@ -30,13 +30,9 @@ func jailWorkspace(t testing.TB) string {
 // allowlistShell starts a jail in allowlist mode served by sess.
 func allowlistShell(t testing.TB, sess *netproxy.Session) (*sandbox.Shell, string) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := jailWorkspace(t)
 	p := sandbox.DefaultProfile(dir)
-	p.Egress = &sandbox.Egress{Forwarder: exe, Attach: sess.Attach}
+	p.Egress = &sandbox.Egress{Attach: sess.Attach}
 	sh, err := sandbox.NewShell(p, sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -24,16 +24,11 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sandbox/netproxy"
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 )
 
-// TestMain lets the test binary serve as the jail's forwarder, as the
-// warren binary does in production.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == netproxy.ForwarderCommand {
-		os.Exit(netproxy.ForwarderMain(os.Args[2:]))
-	}
-	os.Exit(m.Run())
-}
+// TestMain builds the jail's runner, which forwards the jail's connections.
+func TestMain(m *testing.M) { os.Exit(runnertest.Main(m)) }
 
 // world is the outside world simulated on loopback: an HTTP and an HTTPS
 // server standing for remote hosts, a smart-HTTP git server, and a

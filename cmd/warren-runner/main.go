@@ -1,0 +1,84 @@
+// Command warren-runner is the program warren starts inside every jail
+// (docs/runner-protocol.md). It serves the server's requests on the
+// jail's end of a socket pair and, in a jail with a network allowlist,
+// forwards the jail's connections to warren's proxy.
+//
+// It is not run by hand: warren finds it beside its own binary (or through
+// WARREN_RUNNER, or on PATH), opens it, and the jail executes the open
+// descriptor. It links only what it needs, because one runs per live
+// session: see the import test in sandbox/runner.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/sandbox/runner"
+)
+
+const usage = "usage: warren-runner --conn FD [--netfwd ADDR FD] (started by warren inside a jail)"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	conn, fwdFD := -1, -1
+	fwdAddr := ""
+	for len(args) > 0 {
+		switch {
+		case args[0] == "--conn" && len(args) >= 2:
+			conn = fd(args[1])
+			args = args[2:]
+		case args[0] == "--netfwd" && len(args) >= 3:
+			fwdAddr, fwdFD = args[1], fd(args[2])
+			args = args[3:]
+		case args[0] == "--version":
+			fmt.Println("warren-runner protocol", 1)
+			return 0
+		default:
+			fmt.Fprintln(os.Stderr, usage)
+			return 2
+		}
+	}
+	if conn < 0 || (fwdAddr != "" && fwdFD < 0) {
+		fmt.Fprintln(os.Stderr, usage)
+		return 2
+	}
+	// Commands in the jail run as the same uid: without this they could
+	// ptrace the runner or read its memory. (The server trusts nothing the
+	// runner says anyway; this keeps the runner's work its own.)
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if fwdAddr != "" {
+		ready := make(chan error, 1)
+		go func() {
+			ready <- runner.Forward(fwdAddr, fwdFD, func() { ready <- nil })
+		}()
+		if err := <-ready; err != nil {
+			fmt.Fprintln(os.Stderr, "warren-runner:", err)
+			return 1
+		}
+	}
+	// The launcher waits for stdout to close: by then the forwarder
+	// listens, so the first command finds the proxy ready.
+	if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		_ = unix.Dup3(int(null.Fd()), 1, 0)
+		null.Close()
+	}
+	if err := runner.NewServer(runner.Ops()).ServeFD(conn); err != nil {
+		fmt.Fprintln(os.Stderr, "warren-runner:", err)
+		return 1
+	}
+	return 0
+}
+
+func fd(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 3 {
+		return -1
+	}
+	return n
+}

@@ -1,0 +1,156 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/warrenhq/warren/sandbox/runner/proto"
+	"github.com/warrenhq/warren/sessions/errs"
+)
+
+// Stream is one operation in flight: its output as an io.Reader, then its
+// reply.
+type Stream struct {
+	c     *Conn
+	id    uint32
+	stop  func() bool
+	ended chan struct{} // closed with the reply (or a failure)
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	chunks   [][]byte
+	buffered int // bytes in chunks: never more than the credit given
+	reply    proto.Reply
+	err      error
+	done     bool
+	closed   bool
+}
+
+// push queues output the runner sent. More than the credit given breaks
+// the protocol.
+func (st *Stream) push(b []byte) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return nil
+	}
+	st.buffered += len(b)
+	if st.buffered > proto.InitialCredit {
+		return errs.New(errs.Internal, "the runner sent more than its credit")
+	}
+	st.chunks = append(st.chunks, b)
+	st.cond.Broadcast()
+	return nil
+}
+
+func (st *Stream) end(rep proto.Reply) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return
+	}
+	st.reply, st.done = rep, true
+	close(st.ended)
+	st.cond.Broadcast()
+}
+
+func (st *Stream) fail(err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return
+	}
+	st.err, st.done = err, true
+	close(st.ended)
+	st.cond.Broadcast()
+}
+
+// Read reads the operation's output; io.EOF once it has ended.
+func (st *Stream) Read(p []byte) (int, error) {
+	st.mu.Lock()
+	for len(st.chunks) == 0 && !st.done {
+		st.cond.Wait()
+	}
+	if len(st.chunks) == 0 {
+		err := st.err
+		st.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, st.chunks[0])
+	if n == len(st.chunks[0]) {
+		st.chunks = st.chunks[1:]
+	} else {
+		st.chunks[0] = st.chunks[0][n:]
+	}
+	st.buffered -= n
+	st.mu.Unlock()
+	if n > 0 {
+		_ = st.c.send(proto.Frame{Kind: proto.Credit, Stream: st.id, Body: credit(n)})
+	}
+	return n, nil
+}
+
+// Result waits for the reply and decodes its result into v (nil to ignore
+// it); the runner's error, with its code checked and its message cut, is
+// returned as a sessions/errs error.
+func (st *Stream) Result(v any) error {
+	<-st.ended
+	st.mu.Lock()
+	rep, err := st.reply, st.err
+	st.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if e := rep.Error; e != nil {
+		code := errs.Code(e.Code)
+		if !proto.KnownCode(e.Code) {
+			code = errs.Internal
+		}
+		return errs.New(code, proto.Cut(e.Message, proto.MaxMessage))
+	}
+	if v == nil {
+		return nil
+	}
+	if len(rep.Result) == 0 {
+		return errs.New(errs.Internal, "the runner sent no result")
+	}
+	d := json.NewDecoder(bytes.NewReader(rep.Result))
+	if err := d.Decode(v); err != nil {
+		return errs.New(errs.Internal, "the runner sent a result that does not fit: "+proto.Cut(err.Error(), 200))
+	}
+	return nil
+}
+
+// cancel asks the runner to stop the operation.
+func (st *Stream) cancel() {
+	select {
+	case <-st.ended:
+		return
+	default:
+	}
+	_ = st.c.send(proto.Frame{Kind: proto.Cancel, Stream: st.id})
+}
+
+// Close gives the stream up: output not read is dropped and a running
+// operation is cancelled.
+func (st *Stream) Close() {
+	if st.stop != nil {
+		st.stop()
+	}
+	st.mu.Lock()
+	st.closed = true
+	st.chunks = nil
+	done := st.done
+	st.mu.Unlock()
+	if !done {
+		st.cancel()
+		st.c.mu.Lock()
+		delete(st.c.streams, st.id)
+		st.c.mu.Unlock()
+	}
+}

@@ -1,0 +1,52 @@
+// Package runnertest builds the jail's runner (cmd/warren-runner) for the
+// tests of packages that start jails: warren finds the runner beside its
+// own binary, and a test binary has none beside it.
+package runnertest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// The runner's file name and the variable that names it: name
+// and sandbox.RunnerEnv (this package may not import sandbox, whose own
+// tests use it).
+const (
+	name = "warren-runner"
+	env  = "WARREN_RUNNER"
+)
+
+// Build builds the runner into dir as 'just build' does (static,
+// stripped) and returns its path.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "github.com/warrenhq/warren/cmd/warren-runner")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the runner: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Main builds the runner into a temporary directory readable by a jail of
+// another uid, names it in $WARREN_RUNNER, runs the tests and removes it:
+// call it from TestMain as os.Exit(runnertest.Main(m)).
+func Main(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "warren-runner-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	_ = os.Chmod(dir, 0o755)
+	bin, err := Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	os.Setenv(env, bin)
+	return m.Run()
+}

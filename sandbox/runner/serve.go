@@ -1,0 +1,213 @@
+// Package runner is the program inside every jail: it serves the server's
+// requests on the jail's one connection (sandbox/runner/proto), doing the
+// work on the workspace as the jail's own user, inside its mounts, so that
+// nothing the server does follows a path the jail controls.
+//
+// It links only the standard library and golang.org/x/sys: it runs once
+// per live jail, and its memory is paid per session (cmd/warren-runner).
+package runner
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/warrenhq/warren/sandbox/runner/proto"
+)
+
+// Call is one request as a handler sees it.
+type Call struct {
+	// Ctx ends when the server cancels the stream or the connection ends.
+	Ctx context.Context
+	// Args are the operation's arguments, in JSON: decode them with
+	// DecodeArgs.
+	Args json.RawMessage
+	// In reads the request's input: the Open frame's body, then Data
+	// frames until the server marks the last.
+	In io.Reader
+	// Out sends Data frames back, waiting for credit when the server has
+	// not consumed what came before.
+	Out io.Writer
+}
+
+// DecodeArgs decodes the call's arguments into v, refusing unknown fields.
+func (c *Call) DecodeArgs(v any) error {
+	if len(c.Args) == 0 {
+		return nil
+	}
+	d := json.NewDecoder(bytesReader(c.Args))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return proto.Errorf(proto.CodeInvalid, "bad arguments: %v", err)
+	}
+	return nil
+}
+
+// Handler does one operation: it returns the result (encoded as JSON in
+// the stream's End) or an error (a *proto.Error keeps its code; any other
+// becomes internal).
+type Handler func(c *Call) (any, error)
+
+// Server serves one connection.
+type Server struct {
+	ops map[string]Handler
+
+	wmu sync.Mutex // one frame at a time on the wire
+	w   *bufio.Writer
+	buf []byte
+
+	mu      sync.Mutex
+	streams map[uint32]*stream
+}
+
+// NewServer returns a server of ops.
+func NewServer(ops map[string]Handler) *Server {
+	return &Server{ops: ops, streams: map[uint32]*stream{}}
+}
+
+// Serve says hello on conn and serves it until it ends; it returns nil
+// when the server closed it.
+func (s *Server) Serve(conn io.ReadWriter) error {
+	s.w = bufio.NewWriterSize(conn, 64<<10)
+	names := make([]string, 0, len(s.ops))
+	for n := range s.ops {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	hello, _ := json.Marshal(proto.HelloMsg{Protocol: proto.Version, Ops: names})
+	if err := s.send(proto.Frame{Kind: proto.Hello, Head: hello}); err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(conn, 64<<10)
+	defer s.endAll()
+	for {
+		f, err := proto.ReadFrame(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if err := s.dispatch(f); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Server) dispatch(f proto.Frame) error {
+	s.mu.Lock()
+	st := s.streams[f.Stream]
+	s.mu.Unlock()
+	switch f.Kind {
+	case proto.Open:
+		if st != nil || f.Stream == 0 {
+			return errors.New("runner protocol: a stream opened twice")
+		}
+		var req proto.Request
+		if err := json.Unmarshal(f.Head, &req); err != nil {
+			return errors.New("runner protocol: an unreadable request")
+		}
+		st = newStream(s, f.Stream)
+		s.mu.Lock()
+		s.streams[f.Stream] = st
+		s.mu.Unlock()
+		st.in.add(f.Body, f.Flags&proto.FlagLast != 0)
+		go s.run(st, req)
+	case proto.Data:
+		if st != nil {
+			st.in.add(f.Body, f.Flags&proto.FlagLast != 0)
+		}
+	case proto.Cancel:
+		if st != nil {
+			st.cancel()
+		}
+	case proto.Credit:
+		if st != nil && len(f.Body) == 4 {
+			st.grant(int64(uint32(f.Body[0])<<24 | uint32(f.Body[1])<<16 | uint32(f.Body[2])<<8 | uint32(f.Body[3])))
+		}
+	default:
+		return errors.New("runner protocol: a frame the server may not send")
+	}
+	return nil
+}
+
+// run does one request and ends its stream.
+func (s *Server) run(st *stream, req proto.Request) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.streams, st.id)
+		s.mu.Unlock()
+		st.cancel()
+	}()
+	var reply proto.Reply
+	h := s.ops[req.Op]
+	var res any
+	var err error
+	if h == nil {
+		err = proto.Errorf(proto.CodeInvalid, "this runner has no operation %q (protocol %d)", proto.Cut(req.Op, 64), proto.Version)
+	} else {
+		res, err = h(&Call{Ctx: st.ctx, Args: req.Args, In: &st.in, Out: st})
+	}
+	if err == nil {
+		err = st.flushOut()
+	}
+	if err != nil {
+		var pe *proto.Error
+		if !errors.As(err, &pe) {
+			pe = &proto.Error{Code: proto.CodeInternal, Message: err.Error()}
+		}
+		pe.Message = proto.Cut(pe.Message, proto.MaxMessage)
+		reply.Error = pe
+	} else if res != nil {
+		reply.Result, err = json.Marshal(res)
+		if err != nil {
+			reply.Error = &proto.Error{Code: proto.CodeInternal, Message: "result: " + err.Error()}
+		}
+	}
+	head, _ := json.Marshal(reply)
+	if len(head) > proto.MaxHead {
+		head, _ = json.Marshal(proto.Reply{Error: &proto.Error{Code: proto.CodeInternal, Message: "the result is over the protocol's limit"}})
+	}
+	_ = s.send(proto.Frame{Kind: proto.End, Stream: st.id, Head: head})
+}
+
+// send writes one frame and flushes it.
+func (s *Server) send(f proto.Frame) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var err error
+	s.buf, err = proto.AppendFrame(s.buf[:0], f)
+	if err != nil {
+		return err
+	}
+	if _, err := s.w.Write(s.buf); err != nil {
+		return err
+	}
+	return s.w.Flush()
+}
+
+// endAll cancels every stream once the connection is gone.
+func (s *Server) endAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.streams {
+		st.cancel()
+		st.in.add(nil, true)
+	}
+}
+
+// ServeFD serves the connection on descriptor fd (the jail's end of the
+// server's socket pair).
+func (s *Server) ServeFD(fd int) error {
+	f := os.NewFile(uintptr(fd), "runner-conn")
+	if f == nil {
+		return errors.New("runner: no connection on descriptor")
+	}
+	defer f.Close()
+	return s.Serve(f)
+}

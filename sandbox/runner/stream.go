@@ -1,0 +1,129 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sync"
+
+	"github.com/warrenhq/warren/sandbox/runner/proto"
+)
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// stream is one request's life in the runner.
+type stream struct {
+	s      *Server
+	id     uint32
+	ctx    context.Context
+	cancel context.CancelFunc
+	in     input
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	credit int64
+	out    []byte // not yet sent: sent when full, or before the End
+}
+
+func newStream(s *Server, id uint32) *stream {
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &stream{s: s, id: id, ctx: ctx, credit: proto.InitialCredit}
+	st.cond = sync.NewCond(&st.mu)
+	st.in.cond = sync.NewCond(&st.in.mu)
+	st.cancel = func() {
+		cancel()
+		st.mu.Lock()
+		st.cond.Broadcast()
+		st.mu.Unlock()
+		st.in.add(nil, true)
+	}
+	return st
+}
+
+// grant adds credit the server gave.
+func (st *stream) grant(n int64) {
+	st.mu.Lock()
+	st.credit += n
+	st.cond.Broadcast()
+	st.mu.Unlock()
+}
+
+// Write sends p as Data frames, each at most proto.MaxBody, waiting for
+// credit. Small writes are gathered until 64 KiB or the end of the call.
+func (st *stream) Write(p []byte) (int, error) {
+	n := len(p)
+	st.out = append(st.out, p...)
+	for len(st.out) >= 64<<10 {
+		if err := st.sendOut(min(len(st.out), proto.MaxBody)); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// flushOut sends what Write gathered.
+func (st *stream) flushOut() error {
+	for len(st.out) > 0 {
+		if err := st.sendOut(min(len(st.out), proto.MaxBody)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendOut sends the first n bytes gathered once the credit allows.
+func (st *stream) sendOut(n int) error {
+	st.mu.Lock()
+	for st.credit < int64(n) && st.ctx.Err() == nil {
+		st.cond.Wait()
+	}
+	st.credit -= int64(n)
+	st.mu.Unlock()
+	if err := st.ctx.Err(); err != nil {
+		return proto.Errorf(proto.CodeUnavailable, "cancelled")
+	}
+	if err := st.s.send(proto.Frame{Kind: proto.Data, Stream: st.id, Body: st.out[:n]}); err != nil {
+		return err
+	}
+	st.out = append(st.out[:0], st.out[n:]...)
+	return nil
+}
+
+// input is a request's input as it arrives.
+type input struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	chunks [][]byte
+	done   bool
+}
+
+func (in *input) add(b []byte, last bool) {
+	in.mu.Lock()
+	if len(b) > 0 && !in.done {
+		in.chunks = append(in.chunks, b)
+	}
+	if last {
+		in.done = true
+	}
+	in.cond.Broadcast()
+	in.mu.Unlock()
+}
+
+// Read reads the input, waiting for the next piece.
+func (in *input) Read(p []byte) (int, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for len(in.chunks) == 0 && !in.done {
+		in.cond.Wait()
+	}
+	if len(in.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, in.chunks[0])
+	if n == len(in.chunks[0]) {
+		in.chunks = in.chunks[1:]
+	} else {
+		in.chunks[0] = in.chunks[0][n:]
+	}
+	return n, nil
+}

@@ -1,0 +1,81 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/sandbox/runner/proto"
+)
+
+// The runner serves while a command runs: a request never waits behind
+// the shell.
+func TestRunnerAnswersWhileACommandRuns(t *testing.T) {
+	sh, _ := newTestShell(t)
+	mustRun(t, sh, "true")
+	done := make(chan Result, 1)
+	go func() {
+		res, _ := sh.Exec(context.Background(), "sleep 3", ExecOptions{Timeout: 20 * time.Second})
+		done <- res
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if !sh.Busy() {
+		t.Fatal("the command is not running")
+	}
+	pingRunner(t, sh)
+	select {
+	case <-done:
+		t.Fatal("the ping waited for the command")
+	default:
+	}
+	<-done
+}
+
+// A command that kills the runner (kill -9 -1 kills every process of the
+// jail's uid) does not leave the session without one: while the command
+// runs, a request says why it cannot be served; after it, the jail
+// restarts with the saved state and the runner serves again.
+func TestRunnerKilledByACommandComesBack(t *testing.T) {
+	sh, _ := newTestShell(t)
+	mustRun(t, sh, "mkdir -p /workspace/d && cd /workspace/d && export KEEP=1")
+	pingRunner(t, sh)
+	done := make(chan Result, 1)
+	go func() {
+		res, _ := sh.Exec(context.Background(), "for p in /proc/[0-9]*; do grep -q -- --conn $p/cmdline 2>/dev/null && kill -9 ${p#/proc/}; done; sleep 2",
+			ExecOptions{Timeout: 20 * time.Second})
+		done <- res
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	for ctx.Err() == nil {
+		_, err = sh.Runner(ctx)
+		if err != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !errors.Is(err, ErrRunnerKilled) || !strings.Contains(err.Error(), "running command ends") {
+		t.Fatalf("a request while the command that killed the runner runs: %v, want ErrRunnerKilled", err)
+	}
+	<-done
+	pingRunner(t, sh)
+	assertState(t, sh, "/workspace/d", "KEEP", "1")
+}
+
+// The jail's runner speaks this server's protocol and says what it does.
+func TestRunnerHello(t *testing.T) {
+	sh, _ := newTestShell(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := sh.Runner(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.Hello(ctx)
+	if err != nil || h.Protocol != proto.Version || !c.Has(proto.OpPing) {
+		t.Fatalf("hello %+v %v", h, err)
+	}
+}
