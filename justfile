@@ -54,7 +54,7 @@ bench: test-deps
 
 # Run every benchmark that has a target, print each ratio to its floor, and fail when one is missed (targets: cmd/benchcheck).
 bench-check: test-deps
-    go test -run '^$' -bench 'AgainstFloors|ExecBuiltin|ExecExternal|ToolRoundTrip|ObsOverhead|IdleRSS' -benchtime 2000x ./sandbox/ ./cmd/warren/ ./agent/ | grep -v '^ *e2e_helpers_test' | go run ./cmd/benchcheck
+    go test -run '^$' -bench 'AgainstFloors|ExecBuiltin|ExecExternal|ToolRoundTrip|ObsOverhead|IdleRSS|Sessions200' -benchtime 2000x ./sandbox/ ./cmd/warren/ ./agent/ | grep -v '^ *e2e_helpers_test' | go run ./cmd/benchcheck
 
 # Benchmark the MCP server: per-call benchmarks against their floors (2,000 calls each), then the whole-server scenarios once each (idle memory, 200 sessions, the soak, usage lost to kill -9).
 bench-mcp: test-deps
