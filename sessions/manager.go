@@ -102,6 +102,8 @@ type Manager struct {
 	fsHandles     fsHandles // the file systems quotas count (measure.go)
 
 	saver      *saver // writes shell states, retrying
+	jobs       *jobs  // every session's command line (jobs.go)
+	usageCheck UsageCheck
 	stopReaper context.CancelFunc
 }
 
@@ -145,9 +147,12 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	if cfg.QuotaPoll <= 0 {
 		cfg.QuotaPoll = defaultQuotaPoll
 	}
-	return &Manager{store: store, cfg: cfg, dataReal: dataReal, now: time.Now, live: map[string]*live{},
+	m := &Manager{store: store, cfg: cfg, dataReal: dataReal, now: time.Now, live: map[string]*live{},
 		known: map[string]*Session{}, defaults: map[string]string{}, creating: map[string]int{},
-		quota: quotas{m: map[string]*usage{}}, saver: newSaver(store)}, nil
+		quota: quotas{m: map[string]*usage{}}, saver: newSaver(store)}
+	// A command's end queues its state even when nobody collects its result.
+	m.jobs = newJobs(func(j *Job) { m.queueState(j.session, j.runner) })
+	return m, nil
 }
 
 // Store returns the manager's store.
@@ -323,10 +328,10 @@ func (m *Manager) Open(ctx context.Context, user, id string) (*Session, Runner, 
 	return s, sh, nil
 }
 
-// OpenCommand is Open. The command is not looked at: no word in it could
+// openCommand is Open. The command is not looked at: no word in it could
 // be trusted (an exported PATH makes "rm" anything), so every command gets
 // the same rules.
-func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*Session, Runner, error) {
+func (m *Manager) openCommand(ctx context.Context, user, id, command string) (*Session, Runner, error) {
 	return m.Open(ctx, user, id)
 }
 
@@ -371,13 +376,13 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 	return s, &sessionFiles{Files: f, m: m, s: s, write: write}, nil
 }
 
-// SaveState records the shell's cwd and exports so that they survive a
+// saveState records the shell's cwd and exports so that they survive a
 // restart of the server, and waits until they are in the database or ctx
 // ends: then it returns a NotSavedError (errors.Is ErrStateNotSaved) and
 // the state is written later, retried until the database takes it.
 // Unchanged state is not written again: most commands change neither, and
 // a write per command would cost more than the command.
-func (m *Manager) SaveState(ctx context.Context, s *Session, sh Runner) error {
+func (m *Manager) saveState(ctx context.Context, s *Session, sh Runner) error {
 	m.queueState(s, sh)
 	if m.saver.written(s.ID) {
 		return nil // most commands change neither cwd nor exports: nothing to wait for, nor to trace
@@ -386,10 +391,6 @@ func (m *Manager) SaveState(ctx context.Context, s *Session, sh Runner) error {
 	defer span.End()
 	return m.saver.wait(ctx, s.ID)
 }
-
-// QueueState hands the shell's state to the saver when it changed, and
-// returns at once: for a command whose result nobody waits for.
-func (m *Manager) QueueState(s *Session, sh Runner) { m.queueState(s, sh) }
 
 // queueState hands the shell's state to the saver when it changed.
 func (m *Manager) queueState(s *Session, sh Runner) {
@@ -406,7 +407,7 @@ func (m *Manager) queueState(s *Session, sh Runner) {
 		return // nothing changed since the last look
 	}
 	s.mu.Unlock()
-	st := sh.State()
+	st := sandbox.State(sh.State())
 	s.mu.Lock()
 	same := sameState(s.Shell, st)
 	s.Shell = st
@@ -492,6 +493,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	if m.stopReaper != nil {
 		m.stopReaper()
 	}
+	m.jobs.stopAll() // their final cwd and exports are queued below
 	m.mu.Lock()
 	lives := m.live
 	m.live = map[string]*live{}
@@ -505,7 +507,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		if s := known[id]; s != nil {
 			m.queueState(s, l.sh)
 		} else {
-			m.saver.queue(id, l.sh.State())
+			m.saver.queue(id, sandbox.State(l.sh.State()))
 		}
 		l.sh.Close()
 	}
