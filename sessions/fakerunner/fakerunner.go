@@ -6,7 +6,7 @@
 // K=V, echo WORDS (">&2" sends the line to stderr), sleep SECONDS, true,
 // false, pwd, and exit N (which ends the fake's "shell": the next command
 // finds a new one with the same cwd and exports, as a real runner's). Words
-// may be quoted with ” or "", and $NAME expands. Anything else fails with
+// may be in single or double quotes, and $NAME expands. Anything else fails with
 // exit status 127. It has no files: Files says so.
 package fakerunner
 
