@@ -247,7 +247,7 @@ func (m *Manager) Shell(s *Session) (Runner, error) {
 		l.lastUsed = m.now()
 		return l.sh, nil
 	}
-	state := s.shellState()
+	state := sandbox.State(s.shellState())
 	p := m.cfg.Profile(s.Workspace)
 	p.ReadOnlyWorkspace = s.State() == StateArchived
 	p.User, p.UserLimits = s.Owner, m.cfg.UserLimits
@@ -407,7 +407,7 @@ func (m *Manager) queueState(s *Session, sh Runner) {
 		return // nothing changed since the last look
 	}
 	s.mu.Unlock()
-	st := sandbox.State(sh.State())
+	st := sh.State()
 	s.mu.Lock()
 	same := sameState(s.Shell, st)
 	s.Shell = st
@@ -418,7 +418,7 @@ func (m *Manager) queueState(s *Session, sh Runner) {
 	}
 }
 
-func sameState(a, b sandbox.State) bool {
+func sameState(a, b ShellState) bool {
 	if a.Cwd != b.Cwd || len(a.Env) != len(b.Env) {
 		return false
 	}
@@ -507,7 +507,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		if s := known[id]; s != nil {
 			m.queueState(s, l.sh)
 		} else {
-			m.saver.queue(id, sandbox.State(l.sh.State()))
+			m.saver.queue(id, l.sh.State())
 		}
 		l.sh.Close()
 	}
