@@ -120,16 +120,27 @@ func (m *Manager) Exec(ctx context.Context, user, id, command string, opts ExecO
 	case strings.IndexByte(command, 0) >= 0:
 		return Outcome{}, ErrNULInCommand
 	}
+	m.mu.Lock()
+	check := m.usageCheck
+	m.mu.Unlock()
+	// A refused command starts nothing and creates no session: the check
+	// comes before the session is opened when it exists already.
+	checked := false
+	if check != nil {
+		if s, err := m.Lookup(ctx, user, id); err == nil {
+			if err := usageRefusal(ctx, check, user, s.ID); err != nil {
+				return Outcome{}, err
+			}
+			checked = true
+		}
+	}
 	s, r, err := m.openCommand(ctx, user, id, command)
 	if err != nil {
 		return Outcome{}, err
 	}
-	m.mu.Lock()
-	check := m.usageCheck
-	m.mu.Unlock()
-	if check != nil {
-		if reason := check(ctx, user, s.ID); reason != "" {
-			return Outcome{}, &UsageBlockedError{Session: s.ID, Reason: reason}
+	if check != nil && !checked { // the default session was just made
+		if err := usageRefusal(ctx, check, user, s.ID); err != nil {
+			return Outcome{}, err
 		}
 	}
 	ro, onDone := RunOptions{Timeout: opts.Timeout}, func() {}
@@ -143,6 +154,14 @@ func (m *Manager) Exec(ctx context.Context, user, id, command string, opts ExecO
 		return Outcome{}, err
 	}
 	return m.await(ctx, j, WaitOptions{Yield: opts.Yield, Progress: opts.Progress}, true)
+}
+
+// usageRefusal asks check about user's commands in session.
+func usageRefusal(ctx context.Context, check UsageCheck, user, session string) error {
+	if reason := check(ctx, user, session); reason != "" {
+		return &UsageBlockedError{Session: session, Reason: reason}
+	}
+	return nil
 }
 
 // Job returns user's job id, or nil: another user's job does not exist.

@@ -240,6 +240,16 @@ func usageCheckRefuses(t *testing.T, h *harness) {
 	if _, err := h.m.Exec(ctx, h.user, id, "export U=after", sessions.ExecOptions{}); !errors.As(err, &blocked) || blocked.Session != id {
 		t.Fatalf("a command over an enforced threshold: %v, want a UsageBlockedError", err)
 	}
+	// A session that never ran a command gets no runner for a refused one.
+	fresh := h.create(t)
+	h.m.SetUsageCheck(func(context.Context, string, string) string { return "user alice reached usage threshold \"budget\"" })
+	made := h.made.Load()
+	if _, err := h.m.Exec(ctx, h.user, fresh, "true", sessions.ExecOptions{}); !errors.As(err, &blocked) {
+		t.Fatalf("a command over an enforced threshold: %v, want a UsageBlockedError", err)
+	}
+	if h.made.Load() != made || h.m.Running(fresh) {
+		t.Fatal("a refused command made or started a runner")
+	}
 	h.m.SetUsageCheck(nil)
 	if res := execDone(t, h.m, h.user, id, "echo $U"); string(res.Stdout) != "before\n" {
 		t.Fatalf("the refused command ran: %q", res.Stdout)
