@@ -30,7 +30,10 @@ import (
 // they are.
 type Runner interface {
 	// Exec runs command in the persistent shell and waits for it, up to
-	// opts.Timeout; cancelling ctx interrupts the command, not the shell.
+	// opts.Timeout (or until opts.DetachAt: then ErrDetached, and
+	// opts.Detached gets the result); cancelling ctx interrupts the
+	// command, not the shell. The manager calls it one command at a time
+	// per session (its queue, jobs.go); a runner still refuses a second.
 	// It queues behind a running command (fails with ErrRunnerBusy under
 	// opts.NoWait), starts the shell with its saved state if it is not
 	// running, and fails with ErrRunnerClosed after Close.
@@ -54,7 +57,7 @@ type Runner interface {
 	// Stop ends the shell's process, keeping its state: the next Exec
 	// starts it again (how an idle or paused session is suspended).
 	Stop()
-	// Close ends the shell for good; Exec then fails with sandbox.ErrClosed.
+	// Close ends the shell for good; Exec then fails with ErrRunnerClosed.
 	Close() error
 	// LimitFileSize caps the size of any file a command writes.
 	LimitFileSize(n int64)
@@ -71,7 +74,8 @@ type Runner interface {
 // NewRunner makes the runner of a session from its jail profile and
 // options (saved state, what to do after each command, the checked
 // workspace directory, which it takes over: opts.Workspace); nothing
-// starts until the first Exec.
+// starts until the first Exec. The profile is the jail's description
+// (mounts, limits, network), which a runner elsewhere maps to its own.
 type NewRunner func(p sandbox.Profile, opts sandbox.Options) (Runner, error)
 
 // LocalRunner runs a session's commands in a bwrap jail on this host, and
