@@ -243,7 +243,7 @@ func TestAMovedParentIsCheckedAgain(t *testing.T) {
 		f.Close()
 		t.Fatal("the file tools opened a workspace that now lies inside the data directory")
 	}
-	if _, _, err := m.Open(ctx, "alice", s.ID); err == nil {
+	if _, _, err := m.open(ctx, "alice", s.ID); err == nil {
 		t.Fatal("a command may run in a workspace that now lies inside the data directory")
 	}
 }

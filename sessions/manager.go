@@ -293,11 +293,13 @@ func (m *Manager) liveShell(id string) Runner {
 	return nil
 }
 
-// Open returns user's session and its shell for running a command: the
-// session must be active, and room is made under the running-shells cap.
+// open returns user's session and its runner for a command: the session
+// must be active, and room is made under the running-shells cap. Exec is
+// its only caller: a command runs through the manager, never on a runner
+// handed out.
 // Over its disk quota the command still runs, but cannot grow the usage
 // (see quota.go): that is what lets rm free space.
-func (m *Manager) Open(ctx context.Context, user, id string) (*Session, Runner, error) {
+func (m *Manager) open(ctx context.Context, user, id string) (*Session, Runner, error) {
 	ctx, span := tracer.Start(ctx, "sessions.open")
 	defer span.End()
 	s, err := m.Get(ctx, user, id)
@@ -328,11 +330,11 @@ func (m *Manager) Open(ctx context.Context, user, id string) (*Session, Runner, 
 	return s, sh, nil
 }
 
-// openCommand is Open. The command is not looked at: no word in it could
+// openCommand is open. The command is not looked at: no word in it could
 // be trusted (an exported PATH makes "rm" anything), so every command gets
 // the same rules.
 func (m *Manager) openCommand(ctx context.Context, user, id, command string) (*Session, Runner, error) {
-	return m.Open(ctx, user, id)
+	return m.open(ctx, user, id)
 }
 
 // OpenFiles returns user's session and its workspace opened for the file
