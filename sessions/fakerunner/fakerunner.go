@@ -47,7 +47,7 @@ type Runner struct {
 	exited  bool               // the last command ended the shell (exit)
 	stop    context.CancelFunc // interrupts the running command (StopAll)
 	fsize   int64
-	// Commands counts the commands run, for tests.
+	// commands counts the commands run (Commands).
 	commands int
 }
 
