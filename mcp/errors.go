@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"time"
 
-	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/errs"
 	"github.com/warrenhq/warren/sessions/workspace"
@@ -82,9 +81,13 @@ func toolMessage(err error) string {
 		}
 	case errs.Busy:
 		var claimed *tasks.ClaimedError
+		var left *sessions.JobRunningError
 		switch {
-		case errors.Is(err, sandbox.ErrBusy):
+		case errors.Is(err, sessions.ErrRunnerBusy):
 			return "the session's shell is busy running another command: wait for it with shell_wait, stop it with shell_kill, or use another session"
+		case errors.As(err, &left):
+			return fmt.Sprintf("session %s is busy with job %s, a command left running in the background: wait for it with "+
+				"shell_wait {\"job_id\":%q}, stop it with shell_kill, or run this in another session", left.Session, left.Job, left.Job)
 		case errors.As(err, &claimed):
 			return fmt.Sprintf("%s is claimed by %s until %s: pick another task (task_list {\"status\":\"open\"}), or wait until the lease ends",
 				claimed.TaskID, claimed.Holder, claimed.Until.UTC().Format(time.RFC3339))
@@ -97,13 +100,20 @@ func toolMessage(err error) string {
 		}
 	case errs.Invalid:
 		switch {
-		case errors.Is(err, sandbox.ErrEmptyCommand):
+		case errors.Is(err, sessions.ErrEmptyCommand):
 			return "command is empty: pass a shell command such as 'ls -la'"
-		case errors.Is(err, sandbox.ErrNULInCommand):
+		case errors.Is(err, sessions.ErrNULInCommand):
 			return "command contains a NUL byte, which no shell can run: remove it"
 		}
+	case errs.Limit:
+		var blocked *sessions.UsageBlockedError
+		if errors.As(err, &blocked) {
+			return "shell_exec refused: " + blocked.Reason + ". The threshold is enforced: " +
+				"ask the operator to raise or remove it in warren's config file, wait for the next UTC day if it is daily, " +
+				"or see 'warren usage alerts'"
+		}
 	case errs.Unavailable:
-		if errors.Is(err, sandbox.ErrClosed) {
+		if errors.Is(err, sessions.ErrRunnerClosed) {
 			return "the session's shell was closed because the server is shutting down: retry after it restarts"
 		}
 	}

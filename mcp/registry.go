@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -40,8 +41,10 @@ type deps struct {
 	meter    *metering.Meter // nil: the usage toolset is not served, nothing is metered
 	events   *events.Log     // nil: session_watch is not served, no activity is logged
 	usage    *usageQueue     // tool-output records on their way to meter
-	jobs     *jobs
-	notes    *notifier
+	// shellYield is how long shell calls wait before returning a running
+	// command as a job; 0 means DefaultYield.
+	shellYield time.Duration
+	notes      *notifier
 	// watchers counts each user's session_watch calls in flight.
 	watchers watchSlots
 	// clientLevels are the log levels clients set (logging/setLevel).

@@ -63,9 +63,7 @@ type Server struct {
 
 // New builds the server with the selected toolsets.
 func New(opts Options) (*Server, error) {
-	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, events: opts.Events, jobs: newJobs(), notes: newNotifier(), log: opts.Log, agent: opts.Agent}
-	d.jobs.yield = opts.ShellYield
-	d.jobs.onEnd = func(j *job) { d.sessions.QueueState(j.session, j.shell) }
+	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, events: opts.Events, shellYield: opts.ShellYield, notes: newNotifier(), log: opts.Log, agent: opts.Agent}
 	tools, err := selectTools(servedTools(allTools(d), d), opts.Toolsets)
 	if err != nil {
 		return nil, err
@@ -126,7 +124,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, us
 
 // Close interrupts running commands. The caller closes the session manager.
 func (s *Server) Close() {
-	s.deps.jobs.stopAll()
+	s.deps.sessions.StopCommands()
 	s.deps.usage.close() // write the last tool-output records
 }
 

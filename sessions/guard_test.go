@@ -85,7 +85,7 @@ func TestASwappedBindIsRefusedWhileItsShellRuns(t *testing.T) {
 		}
 		tc.swap(moved)
 		for range 3 { // a refusal is not remembered as a pass, nor a pass as one
-			if _, _, err := m.OpenCommand(ctx, "alice", s.ID, "ls"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, _, err := m.openCommand(ctx, "alice", s.ID, "ls"); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s: a command: %v, want a refusal naming the %s", tc.name, err, tc.want)
 			}
 			for _, write := range []bool{false, true} {
@@ -243,7 +243,7 @@ func TestAMovedParentIsCheckedAgain(t *testing.T) {
 		f.Close()
 		t.Fatal("the file tools opened a workspace that now lies inside the data directory")
 	}
-	if _, _, err := m.Open(ctx, "alice", s.ID); err == nil {
+	if _, _, err := m.open(ctx, "alice", s.ID); err == nil {
 		t.Fatal("a command may run in a workspace that now lies inside the data directory")
 	}
 }

@@ -256,7 +256,7 @@ func (m *Manager) idleShell(ctx context.Context, s *Session, action string) erro
 		// Save before stopping: the row must hold the final cwd and exports.
 		ctx, cancel := context.WithTimeout(ctx, stateWait)
 		defer cancel()
-		if err := m.SaveState(ctx, s, l.sh); err != nil {
+		if err := m.saveState(ctx, s, l.sh); err != nil {
 			return fmt.Errorf("cannot %s session %s now: %w; retry in a moment", action, s.ID, err)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions/workspace/gittest"
 
 	"github.com/warrenhq/warren/sessions/workspace"
@@ -161,7 +160,7 @@ func TestLifecycleTransitions(t *testing.T) {
 	}
 	refused := func(wantRun, wantWrite string) {
 		t.Helper()
-		if _, _, err := m.OpenCommand(ctx, "alice", s.ID, "ls"); err == nil || !strings.Contains(err.Error(), wantRun) {
+		if _, _, err := m.openCommand(ctx, "alice", s.ID, "ls"); err == nil || !strings.Contains(err.Error(), wantRun) {
 			t.Fatalf("command: %v, want %q", err, wantRun)
 		}
 		if _, _, err := m.OpenFiles(ctx, "alice", s.ID, true); err == nil || !strings.Contains(err.Error(), wantWrite) {
@@ -177,7 +176,7 @@ func TestLifecycleTransitions(t *testing.T) {
 		t.Fatalf("reading a paused session: %v", err)
 	}
 	step("resume", StateActive, "")
-	if _, _, err := m.OpenCommand(ctx, "alice", s.ID, "ls"); err != nil {
+	if _, _, err := m.openCommand(ctx, "alice", s.ID, "ls"); err != nil {
 		t.Fatalf("resumed: %v", err)
 	}
 	step("archive", StateArchived, "")
@@ -348,11 +347,7 @@ func TestDeleteByAnotherProcessStopsTheShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, run, err := server.OpenCommand(ctx, "alice", s.ID, "true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := run.Exec(ctx, "true", sandbox.ExecOptions{Timeout: 30 * time.Second}); err != nil {
+	if _, err := server.Exec(ctx, "alice", s.ID, "true", ExecOptions{Timeout: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if !server.Running(s.ID) {
@@ -363,7 +358,7 @@ func TestDeleteByAnotherProcessStopsTheShell(t *testing.T) {
 		t.Fatal(err)
 	}
 	server.now = func() time.Time { return time.Now().Add(time.Hour) } // past the cache's recheck
-	_, _, err = server.OpenCommand(ctx, "alice", s.ID, "true")
+	_, _, err = server.openCommand(ctx, "alice", s.ID, "true")
 	if err == nil || !strings.Contains(err.Error(), "it was deleted") {
 		t.Fatalf("a command in a session another process deleted: %v, want \"it was deleted\"", err)
 	}

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	_ "github.com/ncruces/go-sqlite3/driver"
-
-	"github.com/warrenhq/warren/sandbox"
 )
 
 func openDB(t testing.TB, dir string) *sql.DB {
@@ -53,7 +51,7 @@ func TestDefaultSessionsAreOwnedAndSurviveARestart(t *testing.T) {
 	if _, err := m.Get(ctx, "bob", alice.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("bob got alice's session: %v", err)
 	}
-	state := sandbox.State{Cwd: "/workspace/src", Env: map[string]string{"A": "1"}}
+	state := ShellState{Cwd: "/workspace/src", Env: map[string]string{"A": "1"}}
 	if err := m.Store().SaveShell(ctx, alice.ID, state); err != nil {
 		t.Fatal(err)
 	}

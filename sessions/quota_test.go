@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/warrenhq/warren/sandbox"
 )
 
 // quotaSession returns a manager with a 5 MiB quota and a fresh session in
@@ -46,22 +44,17 @@ func used(t *testing.T, m *Manager, s *Session) int64 {
 }
 
 // tryRun is run without failing the test when the command is refused.
-func tryRun(m *Manager, id, command string) (sandbox.Result, error) {
-	ctx := context.Background()
-	s, sh, err := m.OpenCommand(ctx, "alice", id, command)
-	if err != nil {
-		return sandbox.Result{}, err
+func tryRun(m *Manager, id, command string) (CommandResult, error) {
+	o, err := m.Exec(context.Background(), "alice", id, command, ExecOptions{Timeout: 30 * time.Second})
+	if err == nil {
+		err = o.StateErr
 	}
-	res, err := sh.Exec(ctx, command, sandbox.ExecOptions{Timeout: 30 * time.Second})
-	if err != nil {
-		return res, err
-	}
-	return res, m.SaveState(ctx, s, sh)
+	return o.Result, err
 }
 
 // saysOverQuota checks that a result tells the user, in words, that the
 // quota was crossed, how much is used and what to do.
-func saysOverQuota(t *testing.T, res sandbox.Result) {
+func saysOverQuota(t *testing.T, res CommandResult) {
 	t.Helper()
 	e := string(res.Stderr)
 	if !strings.Contains(e, "over its quota of 5.0 MiB") || !strings.Contains(e, "rm") || !strings.Contains(e, "MiB") {

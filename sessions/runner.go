@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions/workspace"
@@ -17,6 +18,11 @@ import (
 // A Runner must be comparable with == (a pointer, or a struct of them):
 // the manager tells a session's live runner from an older one that way.
 //
+// A Runner runs one command at a time; the manager owns a command's life
+// around it (exec.go: one queue per session, jobs and yield, the state save
+// and the usage checks), so that every runner is used the same way by the
+// MCP tools, the CLI, the agent and the console.
+//
 // The shell and file access are behind it. What else a session does to its
 // workspace joins it as it moves off the host: walking and snapshotting the
 // tree (sessions/workspace), and suspend and resume of the whole workspace. Methods take a context where they may cross a
@@ -24,11 +30,14 @@ import (
 // they are.
 type Runner interface {
 	// Exec runs command in the persistent shell and waits for it, up to
-	// opts.Timeout; cancelling ctx interrupts the command, not the shell.
-	// It queues behind a running command (fails with sandbox.ErrBusy under
-	// opts.NoWait) and starts the shell with its saved state if it is not
-	// running.
-	Exec(ctx context.Context, command string, opts sandbox.ExecOptions) (sandbox.Result, error)
+	// opts.Timeout (or until opts.DetachAt: then ErrDetached, and
+	// opts.Detached gets the result); cancelling ctx interrupts the
+	// command, not the shell. The manager calls it one command at a time
+	// per session (its queue, jobs.go); a runner still refuses a second.
+	// It queues behind a running command (fails with ErrRunnerBusy under
+	// opts.NoWait), starts the shell with its saved state if it is not
+	// running, and fails with ErrRunnerClosed after Close.
+	Exec(ctx context.Context, command string, opts RunOptions) (CommandResult, error)
 	// Busy reports whether a command is running.
 	Busy() bool
 	// Background reports whether processes a finished command left behind
@@ -39,7 +48,7 @@ type Runner interface {
 	StopAll(note string) bool
 	// State is the shell's cwd and exported variables, saved by the
 	// manager so that a restarted shell resumes where it was.
-	State() sandbox.State
+	State() ShellState
 	// StateVersion counts the changes of State: an unchanged number means
 	// an unchanged state.
 	StateVersion() uint64
@@ -48,7 +57,7 @@ type Runner interface {
 	// Stop ends the shell's process, keeping its state: the next Exec
 	// starts it again (how an idle or paused session is suspended).
 	Stop()
-	// Close ends the shell for good; Exec then fails with sandbox.ErrClosed.
+	// Close ends the shell for good; Exec then fails with ErrRunnerClosed.
 	Close() error
 	// LimitFileSize caps the size of any file a command writes.
 	LimitFileSize(n int64)
@@ -65,7 +74,8 @@ type Runner interface {
 // NewRunner makes the runner of a session from its jail profile and
 // options (saved state, what to do after each command, the checked
 // workspace directory, which it takes over: opts.Workspace); nothing
-// starts until the first Exec.
+// starts until the first Exec. The profile is the jail's description
+// (mounts, limits, network), which a runner elsewhere maps to its own.
 type NewRunner func(p sandbox.Profile, opts sandbox.Options) (Runner, error)
 
 // LocalRunner runs a session's commands in a bwrap jail on this host, and
@@ -81,6 +91,34 @@ func LocalRunner(p sandbox.Profile, opts sandbox.Options) (Runner, error) {
 // localRunner is the bwrap shell of a workspace on this host.
 type localRunner struct {
 	*sandbox.Shell
+}
+
+// Exec runs command in the jail's shell, translating warren's options and
+// results to and from the shell's.
+func (r localRunner) Exec(ctx context.Context, command string, o RunOptions) (CommandResult, error) {
+	opts := sandbox.ExecOptions{Timeout: o.Timeout, NoWait: o.NoWait, DetachAt: o.DetachAt, MaxOutput: MaxOutput}
+	if f := o.OnOutput; f != nil {
+		opts.OnOutput = func(s sandbox.Stream, chunk []byte) { f(Stream(s), chunk) }
+	}
+	if f := o.Detached; f != nil {
+		opts.Detached = func(res sandbox.Result, err error) { f(CommandResult(res), runnerError(err)) }
+	}
+	res, err := r.Shell.Exec(ctx, command, opts)
+	return CommandResult(res), runnerError(err)
+}
+
+// State is the shell's cwd and exports.
+func (r localRunner) State() ShellState { return ShellState(r.Shell.State()) }
+
+// runnerError translates the shell's errors into the Runner's.
+func runnerError(err error) error {
+	for _, e := range [...][2]error{{sandbox.ErrBusy, ErrRunnerBusy}, {sandbox.ErrClosed, ErrRunnerClosed},
+		{sandbox.ErrDetached, ErrDetached}, {sandbox.ErrEmptyCommand, ErrEmptyCommand}, {sandbox.ErrNULInCommand, ErrNULInCommand}} {
+		if errors.Is(err, e[0]) {
+			return e[1]
+		}
+	}
+	return err
 }
 
 // Files opens the checked workspace directory as the jail sees it.

@@ -121,6 +121,9 @@ func openServices(c *cli.Context) (*services, error) {
 		return nil, err
 	}
 	releaseClaimsOnEnd(mgr, w.board, log)
+	if w.enforce {
+		mgr.SetUsageCheck(usageCheck(w.meter, log))
+	}
 	if w.meter != nil {
 		// Bytes through the egress proxy are usage too (kind network).
 		meter := w.meter

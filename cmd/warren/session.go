@@ -11,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sandbox/netproxy"
 	"github.com/warrenhq/warren/sessions"
 )
@@ -118,6 +117,14 @@ func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
 			return nil, err
 		}
 		releaseClaimsOnEnd(mgr, board, log)
+	}
+	if c.Command.Name == "exec" {
+		// Commands here are refused by enforced usage thresholds as shell_exec's are.
+		if err := checkUsage(c, mgr, db, cfg); err != nil {
+			stopNet()
+			db.Close()
+			return nil, err
+		}
 	}
 	user := c.String("user")
 	if user == "" {
@@ -284,24 +291,22 @@ func runSessionExec(c *cli.Context) error {
 		return err
 	}
 	defer e.close(c)
-	s, sh, err := e.mgr.OpenCommand(c.Context, e.user, id, command)
-	if err != nil {
-		return notFound(err, e.user, id)
-	}
-	res, err := sh.Exec(c.Context, command, sandbox.ExecOptions{Timeout: c.Duration("timeout"),
-		OnOutput: func(st sandbox.Stream, p []byte) {
-			if st == sandbox.Stderr {
+	o, err := e.mgr.Exec(c.Context, e.user, id, command, sessions.ExecOptions{Timeout: c.Duration("timeout"),
+		Progress: func(st sessions.Stream, p []byte) {
+			if st == sessions.Stderr {
 				os.Stderr.Write(p)
 			} else {
 				c.App.Writer.Write(p)
 			}
 		}})
 	if err != nil {
-		return err
+		return notFound(err, e.user, id)
 	}
-	if err := e.mgr.SaveState(c.Context, s, sh); err != nil {
-		return err
+	if o.StateErr != nil {
+		// Retried until the manager closes below, which waits for it.
+		fmt.Fprintln(c.App.ErrWriter, "warren:", o.StateErr)
 	}
+	res := o.Result
 	if res.TimedOut {
 		fmt.Fprintf(c.App.ErrWriter, "warren: timed out after %s\n", c.Duration("timeout"))
 	}
