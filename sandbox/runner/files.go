@@ -79,7 +79,7 @@ func (w *workspace) read(c *Call) (any, error) {
 // Anything else is refused before a byte is read: a FIFO would block the
 // call forever (it is opened non-blocking, then checked), a device or a
 // huge (even sparse) file would flood the server. A file that grows past
-// limit while it is read is refused too, after some of it was sent.
+// limit while it is read is refused too, after limit bytes were sent.
 func (w *workspace) readTo(root *os.Root, p resolved, limit int64, out io.Writer) (int64, *fault) {
 	fh, err := root.OpenFile(p.rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -104,7 +104,16 @@ func (w *workspace) readTo(root *os.Root, p resolved, limit int64, out io.Writer
 		f.Size, f.Limit = fi.Size(), limit
 		return 0, f
 	}
-	n, err := io.Copy(out, io.LimitReader(fh, limit+1))
+	// At most limit bytes are sent, whatever the file does meanwhile: the
+	// server takes a runner that sends more for a liar. One more byte,
+	// kept here, says whether the file grew past the limit.
+	n, err := io.Copy(out, io.LimitReader(fh, limit))
+	if err == nil && n == limit {
+		var one [1]byte
+		if m, _ := fh.Read(one[:]); m > 0 {
+			n++
+		}
+	}
 	if err != nil {
 		var pe *proto.Error
 		if errors.As(err, &pe) {
@@ -164,25 +173,34 @@ func (w *workspace) write(c *Call) (any, error) {
 		if f != nil && f.Kind != proto.FaultNotFound {
 			return proto.FileWriteResult{Jail: p.jail, Fault: &f.FileFault}, nil
 		}
-		data = append(old, data...)
+		return w.replace(root, p, append(old, data...), a.MaxGrow, int64(len(old))), nil
 	}
-	return w.replace(root, p, data, a.MaxGrow), nil
+	return w.replace(root, p, data, a.MaxGrow, -1), nil
 }
 
 // replace writes data over the file at p unless it would grow it by more
-// than maxGrow (when not negative).
-func (w *workspace) replace(root *os.Root, p resolved, data []byte, maxGrow int64) proto.FileWriteResult {
-	res := proto.FileWriteResult{Jail: p.jail, Size: int64(len(data))}
+// than maxGrow (when not negative). The growth is from base, the size of
+// the content an append or an edit read, or (base negative) from the
+// size of the file replaced: the result's OldSize is that size, so that
+// Size - OldSize is always the growth that was judged.
+func (w *workspace) replace(root *os.Root, p resolved, data []byte, maxGrow, base int64) proto.FileWriteResult {
+	res := proto.FileWriteResult{Jail: p.jail, Size: int64(len(data)), OldSize: base}
 	old, err := w.writeAtomic(root, p.rel, data, func(oldSize int64) bool {
-		return maxGrow < 0 || int64(len(data))-oldSize <= maxGrow
+		if res.OldSize < 0 {
+			res.OldSize = oldSize
+		}
+		return maxGrow < 0 || res.Size-res.OldSize <= maxGrow
 	})
+	if res.OldSize < 0 {
+		res.OldSize = old
+	}
 	switch {
 	case errors.Is(err, errOverGrowth):
 		res.Refused = true
 	case err != nil:
+		res.OldSize, res.Size = 0, 0
 		res.Fault = &w.systemError("write", p, err).FileFault
 	}
-	res.OldSize = old
 	return res
 }
 
@@ -227,7 +245,7 @@ func (w *workspace) edit(c *Call) (any, error) {
 	if !a.All {
 		res.Replaced = 1
 	}
-	res.FileWriteResult = w.replace(root, p, bytes.Replace(data, old, repl, res.Replaced), a.MaxGrow)
+	res.FileWriteResult = w.replace(root, p, bytes.Replace(data, old, repl, res.Replaced), a.MaxGrow, int64(len(data)))
 	return res, nil
 }
 
