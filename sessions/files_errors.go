@@ -72,4 +72,3 @@ func (e *FileError) ErrorCode() errs.Code {
 	}
 	return errs.CodeOf(e.Err)
 }
-
