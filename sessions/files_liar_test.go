@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sandbox/runner"
 	"github.com/warrenhq/warren/sandbox/runner/client"
 	"github.com/warrenhq/warren/sandbox/runner/proto"
@@ -191,4 +192,12 @@ func FuzzRunnerFileReplies(f *testing.F) {
 			t.Fatalf("accepted a stat %+v", st)
 		}
 	})
+}
+
+// The runner finds the workspace where the jail mounts it, and the server
+// checks the paths it names against the same place.
+func TestRunnerAndJailAgreeOnTheMountPoint(t *testing.T) {
+	if runner.MountPoint != sandbox.MountPoint {
+		t.Fatalf("the runner looks for the workspace at %s, the jail mounts it at %s", runner.MountPoint, sandbox.MountPoint)
+	}
 }

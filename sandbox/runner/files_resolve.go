@@ -23,20 +23,23 @@ type workspace struct {
 	dir   string // where the runner finds the workspace (the mount point in a jail)
 	mount string // where the jail sees it: messages, and absolute links
 
-	once sync.Once
+	mu   sync.Mutex
 	root *os.Root
-	err  error
 }
 
-// open returns the workspace's root, opened once for the runner's life.
+// open returns the workspace's root, opened once for the runner's life
+// (a failure, such as too many open files, is tried again next time).
 func (w *workspace) open() (*os.Root, error) {
-	w.once.Do(func() {
-		w.root, w.err = os.OpenRoot(w.dir)
-		if w.err != nil {
-			w.err = proto.Errorf(proto.CodeUnavailable, "the runner cannot open the workspace %s: %v", w.mount, w.err)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.root == nil {
+		r, err := os.OpenRoot(w.dir)
+		if err != nil {
+			return nil, proto.Errorf(proto.CodeUnavailable, "the runner cannot open the workspace %s: %v", w.mount, err)
 		}
-	})
-	return w.root, w.err
+		w.root = r
+	}
+	return w.root, nil
 }
 
 // resolved is an entry of the workspace that a caller named.
