@@ -52,7 +52,6 @@ func (r runnerFiles) Read(ctx context.Context, path string, limit int64) (FileCo
 	}
 	defer st.Close()
 	var buf bytes.Buffer
-	buf.Grow(int(min(limit+1, 64<<10)))
 	// One byte past the limit tells a liar from an honest runner, which
 	// never sends more than asked; more is never read.
 	if _, err := buf.ReadFrom(io.LimitReader(st, limit+1)); err != nil {
@@ -68,21 +67,13 @@ func (r runnerFiles) Read(ctx context.Context, path string, limit int64) (FileCo
 	if res.Fault != nil {
 		return FileContent{}, fileFault(res.Fault, limit)
 	}
-	data := buf.Bytes()
-	if res.Data != nil {
-		// A small file, in the reply: never as well as output.
-		if len(data) > 0 || int64(len(res.Data)) > min(limit, proto.MaxInlineRead) {
-			return FileContent{}, errLiar("more of the file than the limit asked")
-		}
-		data = res.Data
-	}
-	if res.Size != int64(len(data)) {
+	if res.Size != int64(buf.Len()) {
 		return FileContent{}, errLiar("a size that is not what it sent")
 	}
 	if err := checkJail(res.Jail); err != nil {
 		return FileContent{}, err
 	}
-	return FileContent{Jail: res.Jail, Data: data}, nil
+	return FileContent{Jail: res.Jail, Data: buf.Bytes()}, nil
 }
 
 func (r runnerFiles) Write(ctx context.Context, path string, data []byte, opts WriteOptions) (FileWritten, error) {

@@ -68,35 +68,11 @@ func (w *workspace) read(c *Call) (any, error) {
 	if f != nil {
 		return proto.FileReadResult{Fault: &f.FileFault}, nil
 	}
-	out := &inline{out: c.Out}
-	n, f := w.readTo(root, p, a.Limit, out)
+	n, f := w.readTo(root, p, a.Limit, c.Out)
 	if f != nil {
 		return proto.FileReadResult{Jail: p.jail, Fault: &f.FileFault}, nil
 	}
-	return proto.FileReadResult{Jail: p.jail, Size: n, Data: out.buf}, nil
-}
-
-// inline keeps what is written to it while it is small: a small file is
-// sent in the reply, a larger one as output.
-type inline struct {
-	out     io.Writer
-	buf     []byte
-	spilled bool
-}
-
-func (w *inline) Write(p []byte) (int, error) {
-	if !w.spilled && len(w.buf)+len(p) <= proto.MaxInlineRead {
-		w.buf = append(w.buf, p...)
-		return len(p), nil
-	}
-	if !w.spilled {
-		w.spilled = true
-		if _, err := w.out.Write(w.buf); err != nil {
-			return 0, err
-		}
-		w.buf = nil
-	}
-	return w.out.Write(p)
+	return proto.FileReadResult{Jail: p.jail, Size: n}, nil
 }
 
 // readTo copies the regular file at p, of at most limit bytes, to out.

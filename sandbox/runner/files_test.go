@@ -38,38 +38,7 @@ func readVia(t *testing.T, c *client.Conn, path string, limit int64) ([]byte, pr
 	if err := st.Result(&res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Data != nil {
-		if len(b) > 0 {
-			t.Fatalf("%s came both in the reply and as output", path)
-		}
-		b = res.Data
-	}
-	if res.Fault == nil && int64(len(b)) != res.Size {
-		t.Fatalf("%s: %d bytes, the result says %d", path, len(b), res.Size)
-	}
 	return b, res
-}
-
-// A small file comes in the reply, a larger one as output, never more
-// than the limit; one that is over it is refused.
-func TestFileReadSmallAndLarge(t *testing.T) {
-	dir := t.TempDir()
-	small, large := strings.Repeat("s", 100), strings.Repeat("L", 100<<10)
-	for name, content := range map[string]string{"small": small, "large": large} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := filesPair(t, dir)
-	if b, res := readVia(t, c, "small", 1<<20); string(b) != small || res.Data == nil {
-		t.Errorf("small: %d bytes, in the reply: %v", len(b), res.Data != nil)
-	}
-	if b, res := readVia(t, c, "large", 1<<20); string(b) != large || res.Data != nil {
-		t.Errorf("large: %d bytes, in the reply: %v", len(b), res.Data != nil)
-	}
-	if b, res := readVia(t, c, "large", 100<<10-1); len(b) != 0 || res.Fault == nil || res.Fault.Kind != proto.FaultTooBig {
-		t.Errorf("large over the limit: %d bytes, %+v", len(b), res.Fault)
-	}
 }
 
 func writeVia(t *testing.T, c *client.Conn, a proto.FileWriteArgs, data string) proto.FileWriteResult {

@@ -32,19 +32,12 @@ type FileReadArgs struct {
 }
 
 // FileReadResult is the result of OpFileRead: where the jail sees the
-// file, and its size. A file of at most MaxInlineRead bytes comes in Data
-// (one frame for the whole call, as most files the tools read are small);
-// a larger one is the output.
+// file, and how many bytes the output held.
 type FileReadResult struct {
 	Jail  string     `json:"jail,omitempty"`
 	Size  int64      `json:"size"`
-	Data  []byte     `json:"data,omitempty"`
 	Fault *FileFault `json:"fault,omitempty"`
 }
-
-// MaxInlineRead is the largest file OpFileRead returns in its result
-// rather than as output: its base64 stays well within a frame's head.
-const MaxInlineRead = 32 << 10
 
 // FileWriteArgs are the arguments of OpFileWrite. With Append the file's
 // old content (at most Limit bytes, else a too_big fault) comes first.
