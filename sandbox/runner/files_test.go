@@ -38,7 +38,30 @@ func readVia(t *testing.T, c *client.Conn, path string, limit int64) ([]byte, pr
 	if err := st.Result(&res); err != nil {
 		t.Fatal(err)
 	}
+	if res.Fault == nil && int64(len(b)) != res.Size {
+		t.Fatalf("%s: %d bytes, the result says %d", path, len(b), res.Size)
+	}
+	if int64(len(b)) > limit {
+		t.Fatalf("%s: %d bytes sent, over the limit of %d", path, len(b), limit)
+	}
 	return b, res
+}
+
+// A file of several frames comes whole; one over the limit is refused
+// before a byte is sent.
+func TestFileReadLargeAndOverTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	large := strings.Repeat("L", 3<<20)
+	if err := os.WriteFile(filepath.Join(dir, "large"), []byte(large), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := filesPair(t, dir)
+	if b, res := readVia(t, c, "large", 4<<20); string(b) != large || res.Fault != nil {
+		t.Errorf("large: %d bytes, %+v", len(b), res.Fault)
+	}
+	if b, res := readVia(t, c, "large", 3<<20-1); len(b) != 0 || res.Fault == nil || res.Fault.Kind != proto.FaultTooBig {
+		t.Errorf("large over the limit: %d bytes, %+v", len(b), res.Fault)
+	}
 }
 
 func writeVia(t *testing.T, c *client.Conn, a proto.FileWriteArgs, data string) proto.FileWriteResult {
