@@ -107,7 +107,10 @@ func (w *workspace) readTo(root *os.Root, p resolved, limit int64, out io.Writer
 	// At most limit bytes are sent, whatever the file does meanwhile: the
 	// server takes a runner that sends more for a liar. One more byte,
 	// kept here, says whether the file grew past the limit.
-	n, err := io.Copy(out, io.LimitReader(fh, limit))
+	// A buffer of the file's size, not io.Copy's 32 KiB: most files the
+	// tools read are small, and the runner's memory is paid per session.
+	buf := make([]byte, min(limit, fi.Size(), 256<<10)+1)
+	n, err := io.CopyBuffer(out, io.LimitReader(fh, limit), buf)
 	if err == nil && n == limit {
 		var one [1]byte
 		if m, _ := fh.Read(one[:]); m > 0 {
