@@ -9,7 +9,6 @@ import (
 
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/errs"
-	"github.com/warrenhq/warren/sessions/workspace"
 	"github.com/warrenhq/warren/tasks"
 )
 
@@ -34,11 +33,11 @@ func errorf(format string, args ...any) error {
 }
 
 // fileError completes an error of a session's files (a
-// *workspace.FileError) with what to do next with the tools; tool is what
+// *sessions.FileError) with what to do next with the tools; tool is what
 // refuses a file over its limit ("read_file"). Other errors pass as they
 // are, to toolMessage.
 func fileError(tool string, err error) error {
-	var fe *workspace.FileError
+	var fe *sessions.FileError
 	if !errors.As(err, &fe) {
 		return err
 	}
@@ -46,17 +45,17 @@ func fileError(tool string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		msg += ", or create it with write_file"
-	case errors.Is(err, workspace.ErrTooManyLinks):
+	case errors.Is(err, sessions.ErrTooManyLinks):
 		msg += ": look at them with shell_exec 'ls -l'"
-	case errors.Is(err, workspace.ErrTooBig) && fe.Size > 0:
+	case errors.Is(err, sessions.ErrTooBig) && fe.Size > 0:
 		msg = fmt.Sprintf("%s is %d bytes, over %s's limit of %d: use shell_exec (head, sed -n, grep) instead", fe.Path, fe.Size, tool, fe.Limit)
-	case errors.Is(err, workspace.ErrTooBig):
+	case errors.Is(err, sessions.ErrTooBig):
 		msg = fmt.Sprintf("%s grew past %s's limit of %d bytes while it was read", fe.Path, tool, fe.Limit)
-	case errors.Is(err, workspace.ErrNotRegular) && fe.Type.IsDir():
+	case errors.Is(err, sessions.ErrNotRegular) && fe.Type.IsDir():
 		if fe.Op == "read" { // a write says "a directory, not a file"
 			msg += fmt.Sprintf(": list it with shell_exec 'ls -la %s'", fe.Jail)
 		}
-	case errors.Is(err, workspace.ErrNotRegular):
+	case errors.Is(err, sessions.ErrNotRegular):
 		msg += fmt.Sprintf(": inspect it with shell_exec, e.g. 'ls -l %s'", fe.Jail)
 	}
 	return &userError{msg: msg, err: err}

@@ -130,7 +130,7 @@ func TestDiffShowsModifiedAddedDeletedAndUntrackedFiles(t *testing.T) {
 
 func TestLifecycleTransitions(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	var mu sync.Mutex
 	var ended []string
 	m := newManager(t, openDB(t, data), Config{DataDir: data, OnEnd: func(_ context.Context, id string) {
@@ -275,7 +275,7 @@ func TestOwnershipAndSessionCap(t *testing.T) {
 
 func TestQuotaRefusesFileWritesThatWouldCrossIt(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: 64 << 10, QuotaInterval: time.Hour})
 	s, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {
@@ -300,7 +300,7 @@ func TestQuotaRefusesFileWritesThatWouldCrossIt(t *testing.T) {
 
 func TestQuotaOverItRefusesWritesNotReads(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: 64 << 10, QuotaInterval: 1})
 	s, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {

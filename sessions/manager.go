@@ -337,11 +337,12 @@ func (m *Manager) openCommand(ctx context.Context, user, id, command string) (*S
 	return m.open(ctx, user, id)
 }
 
-// OpenFiles returns user's session and its workspace opened for the file
-// tools, through the session's runner (no process starts); the caller
-// closes the files. Reads work in every state but deleted; writes need an
-// active session within its quota, and each write is checked against the
-// quota before it is made.
+// OpenFiles returns user's session and its files for the file tools,
+// done by the session's runner inside its jail, which starts when it is
+// not running (a paused session's too; an archived session's binds the
+// workspace read-only). Reads work in every state but deleted; writes need
+// an active session within its quota, and each write is checked against
+// the quota before it is made.
 func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, Files, error) {
 	ctx, span := tracer.Start(ctx, "sessions.open")
 	defer span.End()
@@ -360,18 +361,21 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 			return nil, nil, err
 		}
 	}
-	// The files are opened beneath the directory that was checked, never
-	// by the path again: a link swapped in between leads nowhere.
-	ws, err := m.openWorkspace(s)
-	if err != nil {
+	// The jail binds the directory checked here, by descriptor; a path
+	// that no longer passes is refused, as for a command.
+	if err := m.guard(s); err != nil {
 		return nil, nil, err
 	}
-	defer ws.Close()
 	sh, err := m.Shell(s)
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := sh.Files(ws)
+	if !sh.Running() {
+		if err := m.makeRoom(s.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	f, err := sh.Files(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/warrenhq/warren/sandbox"
-	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // Runner is what a session needs from whatever runs its commands: the seam
@@ -63,12 +62,10 @@ type Runner interface {
 	LimitFileSize(n int64)
 	// Owner is the uid and gid that the workspace's files are made by.
 	Owner() (uid, gid int)
-	// Files opens the workspace for the file tools; the caller closes
-	// it. Nothing starts: files are read and written as the jail's uid
-	// would, whether its shell runs or not. ws is the workspace directory
-	// as the manager opened and checked it on this host: a runner here
-	// opens the files beneath it, never by the workspace's path.
-	Files(ws *workspace.LocalDir) (Files, error)
+	// Files reaches the workspace for the file tools: its runner does
+	// the file work inside the jail, which starts (with its saved state)
+	// when it is not running; a running command does not hold it up.
+	Files(ctx context.Context) (Files, error)
 }
 
 // NewRunner makes the runner of a session from its jail profile and
@@ -79,7 +76,7 @@ type Runner interface {
 type NewRunner func(p sandbox.Profile, opts sandbox.Options) (Runner, error)
 
 // LocalRunner runs a session's commands in a bwrap jail on this host, and
-// reaches its files through an os.Root of the workspace on this host.
+// reaches its files through the runner inside that jail.
 func LocalRunner(p sandbox.Profile, opts sandbox.Options) (Runner, error) {
 	sh, err := sandbox.NewShell(p, opts)
 	if err != nil {
@@ -121,10 +118,13 @@ func runnerError(err error) error {
 	return err
 }
 
-// Files opens the checked workspace directory as the jail sees it.
-func (r localRunner) Files(ws *workspace.LocalDir) (Files, error) {
-	uid, gid := r.Owner()
-	return workspace.OpenFiles(ws.ProcPath(), workspace.Jail{Mount: sandbox.MountPoint, UID: uid, GID: gid})
+// Files reaches the workspace through the jail's runner.
+func (r localRunner) Files(ctx context.Context) (Files, error) {
+	c, err := r.Shell.Runner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return RunnerFiles(c), nil
 }
 
 var _ Runner = localRunner{}

@@ -54,25 +54,28 @@ func (st *stream) Write(p []byte) (int, error) {
 	n := len(p)
 	st.out = append(st.out, p...)
 	for len(st.out) >= 64<<10 {
-		if err := st.sendOut(min(len(st.out), proto.MaxBody)); err != nil {
+		if err := st.sendOut(min(len(st.out), proto.MaxBody), true); err != nil {
 			return 0, err
 		}
 	}
 	return n, nil
 }
 
-// flushOut sends what Write gathered.
+// flushOut sends what Write gathered, before the stream's End: the last
+// frame goes out with the End.
 func (st *stream) flushOut() error {
 	for len(st.out) > 0 {
-		if err := st.sendOut(min(len(st.out), proto.MaxBody)); err != nil {
+		n := min(len(st.out), proto.MaxBody)
+		if err := st.sendOut(n, n < len(st.out)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sendOut sends the first n bytes gathered once the credit allows.
-func (st *stream) sendOut(n int) error {
+// sendOut sends the first n bytes gathered once the credit allows,
+// flushing them unless the caller sends another frame at once.
+func (st *stream) sendOut(n int, flush bool) error {
 	st.mu.Lock()
 	for st.credit < int64(n) && st.ctx.Err() == nil {
 		st.cond.Wait()
@@ -82,7 +85,7 @@ func (st *stream) sendOut(n int) error {
 	if err := st.ctx.Err(); err != nil {
 		return proto.Errorf(proto.CodeUnavailable, "cancelled")
 	}
-	if err := st.s.send(proto.Frame{Kind: proto.Data, Stream: st.id, Body: st.out[:n]}); err != nil {
+	if err := st.s.write(proto.Frame{Kind: proto.Data, Stream: st.id, Body: st.out[:n]}, flush); err != nil {
 		return err
 	}
 	st.out = append(st.out[:0], st.out[n:]...)

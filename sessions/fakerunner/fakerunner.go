@@ -24,7 +24,6 @@ import (
 	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/errs"
-	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // ErrNoFiles is Files' answer: the fake keeps no workspace.
@@ -485,7 +484,7 @@ func (r *Runner) LimitFileSize(n int64) {
 func (r *Runner) Owner() (uid, gid int) { return os.Getuid(), os.Getgid() }
 
 // Files is not supported by the fake.
-func (r *Runner) Files(*workspace.LocalDir) (sessions.Files, error) { return nil, ErrNoFiles }
+func (r *Runner) Files(context.Context) (sessions.Files, error) { return nil, ErrNoFiles }
 
 // Commands returns how many commands the runner ran.
 func (r *Runner) Commands() int {

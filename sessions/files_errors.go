@@ -1,10 +1,8 @@
-package workspace
+package sessions
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
-	"strings"
 	"syscall"
 
 	"github.com/warrenhq/warren/sessions/errs"
@@ -53,10 +51,11 @@ type FileError struct {
 	Size, Limit int64
 	// Err is one of the sentinels above, or the system's error.
 	Err error
-	msg string
+	// Message says what is wrong, in the runner's words, bounded.
+	Message string
 }
 
-func (e *FileError) Error() string { return e.msg }
+func (e *FileError) Error() string { return e.Message }
 
 // Unwrap returns the sentinel or the system's error.
 func (e *FileError) Unwrap() error { return e.Err }
@@ -72,38 +71,4 @@ func (e *FileError) ErrorCode() errs.Code {
 		return errs.Invalid
 	}
 	return errs.CodeOf(e.Err)
-}
-
-// fileErrorf builds a FileError whose message is format.
-func fileErrorf(op, shown, jail string, err error, format string, a ...any) *FileError {
-	return &FileError{Op: op, Path: shown, Jail: jail, Err: err, msg: fmt.Sprintf(format, a...)}
-}
-
-// outside refuses the path p, which leads out of the workspace.
-func (f *Files) outside(op, p string) error {
-	return fileErrorf(op, p, "", ErrOutside,
-		"path %q is outside the workspace: use a path relative to the workspace or under %s", p, f.mount)
-}
-
-// systemError turns an error of the system about the entry p (as the
-// caller named it) into a FileError that says what it means. A FileError
-// is returned as it is.
-func (f *Files) systemError(op string, p Path, err error) error {
-	var fe *FileError
-	var pe *fs.PathError
-	switch {
-	case err == nil || errors.As(err, &fe):
-		return err
-	case errors.Is(err, fs.ErrNotExist):
-		return fileErrorf(op, p.Asked, p.Jail, err,
-			"%s does not exist: check the path (it is relative to %s)", p.Asked, f.mount)
-	case errors.Is(err, fs.ErrPermission):
-		return fileErrorf(op, p.Asked, p.Jail, err, "%s: permission denied", p.Asked)
-	case errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes"),
-		strings.Contains(err.Error(), "path escapes"):
-		// os.Root found a link out of the workspace (one the jail swapped
-		// in after the path was resolved).
-		return f.outside(op, p.Asked)
-	}
-	return fileErrorf(op, p.Asked, p.Jail, err, "%s: %v", p.Asked, err)
 }

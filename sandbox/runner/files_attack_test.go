@@ -1,25 +1,27 @@
-package workspace
+package runner
 
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/sandbox/runner/proto"
 )
 
-// TestWriteFileRacesLinkSwaps plays a jail that, while writes run, swaps
-// the directory a write goes into for a link to a directory outside the
-// workspace, swaps the file a write replaces for a link to a decoy
-// outside, and turns a directory a write must create into such a link
-// and back. Writes open their directory first and create it only when it
-// is missing; whichever way each race goes, nothing outside may change:
-// the decoy keeps its content, mode, owner and lack of an ACL, and nothing
-// appears beside it.
-func TestWriteFileRacesLinkSwaps(t *testing.T) {
+// TestFileOpsRaceLinkSwaps plays a jail that, while reads and writes run,
+// swaps the directory a write goes into for a link to a directory outside
+// the workspace, swaps the file a write replaces or a read opens for a
+// link to a decoy outside, and turns a directory a write must create into
+// such a link and back. Whichever way each race goes, nothing outside may
+// be read or changed: the decoy keeps its content, mode and lack of an
+// ACL, nothing appears beside it, and no read returns its content.
+func TestFileOpsRaceLinkSwaps(t *testing.T) {
 	ws, outside := t.TempDir(), t.TempDir()
 	decoy := filepath.Join(outside, "decoy")
 	if err := os.WriteFile(decoy, []byte("secret\n"), 0o600); err != nil {
@@ -35,16 +37,12 @@ func TestWriteFileRacesLinkSwaps(t *testing.T) {
 		os.Symlink(outside, in("sublink")),
 		os.WriteFile(in("t"), []byte("inside\n"), 0o644),
 		os.Symlink(decoy, in("tlink")),
+		os.Symlink("../"+filepath.Base(outside)+"/decoy", in("rlink")),
 	} {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	j := Jail{Mount: "/workspace", UID: os.Getuid(), GID: os.Getgid()}
-	if os.Geteuid() == 0 {
-		j.UID, j.GID = 65534, 65534 // new directories and files are handed over
-	}
-
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var swaps atomic.Int64
@@ -66,6 +64,7 @@ func TestWriteFileRacesLinkSwaps(t *testing.T) {
 	}
 	race(exchange("sub", "sublink"))
 	race(exchange("t", "tlink"))
+	race(exchange("tlink", "rlink"))
 	race(func() bool { // "new" is missing, a link out, or a directory a write made
 		os.RemoveAll(in("new"))
 		if os.Symlink(outside, in("new")) != nil {
@@ -75,32 +74,33 @@ func TestWriteFileRacesLinkSwaps(t *testing.T) {
 		return os.Remove(in("new")) == nil
 	})
 
-	var ok, refused int
+	c := filesPair(t, ws)
+	var ok, refused, reads int
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
 		for _, name := range []string{"sub/x", "t", "new/deep/x"} {
-			f, err := OpenFiles(ws, j)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := f.Resolve(name)
-			if err == nil {
-				err = f.WriteFile(p, []byte("pwned\n"))
-			}
-			f.Close()
-			if err != nil {
+			res := writeVia(t, c, proto.FileWriteArgs{Path: name, MaxGrow: -1}, "pwned\n")
+			if res.Fault != nil {
 				refused++
 			} else {
 				ok++
 			}
 		}
+		for _, name := range []string{"t", "tlink", "rlink", "sub/x", "sublink/decoy"} {
+			b, res := readVia(t, c, name, 1<<10)
+			if res.Fault == nil {
+				reads++
+			}
+			if strings.Contains(string(b), "secret") {
+				t.Fatalf("a read of %s returned the decoy's content", name)
+			}
+		}
 	}
 	stop.Store(true)
 	wg.Wait()
-	t.Logf("%d writes, %d refused, %d swaps", ok, refused, swaps.Load())
-	if ok == 0 {
-		t.Error("no write succeeded: the test did not exercise writing")
+	t.Logf("%d writes, %d refused, %d reads, %d swaps", ok, refused, reads, swaps.Load())
+	if ok == 0 || reads == 0 {
+		t.Error("no write or no read succeeded: the test did not exercise them")
 	}
-
 	b, err := os.ReadFile(decoy)
 	if err != nil || string(b) != "secret\n" {
 		t.Errorf("decoy content changed: %q %v", b, err)
