@@ -1,0 +1,122 @@
+package sqltest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// BinDir is where Debian's postgresql-15 puts initdb and postgres
+// (`apt-get install postgresql-15`; .ci/run and `just test-deps` do).
+const BinDir = "/usr/lib/postgresql/15/bin"
+
+// Server is a PostgreSQL server of the tests' own: a cluster in a
+// temporary directory, reached over a Unix socket in it (no TCP port),
+// trusting local connections as the superuser "warren".
+type Server struct {
+	dir     string // holds data/ and the socket
+	port    string // names the socket file
+	user    string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	Version string
+}
+
+// Start initdb's a cluster in a new directory below parent and starts its
+// server. initdb and postgres refuse to run as root: as root they run as
+// the user postgres (which the Debian package makes), owning the
+// directory.
+func Start(parent string) (*Server, error) {
+	for _, b := range []string{"initdb", "postgres"} {
+		if _, err := os.Stat(filepath.Join(BinDir, b)); err != nil {
+			return nil, fmt.Errorf("PostgreSQL 15 is not installed (%v): run 'apt-get install -y postgresql-15' (just test-deps does)", err)
+		}
+	}
+	dir, err := os.MkdirTemp(parent, "warren-pg-")
+	if err != nil {
+		return nil, err
+	}
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("running as root, the PostgreSQL server needs the user postgres (made by the postgresql-15 package): %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	s := &Server{dir: dir, port: "5432", user: "warren", done: make(chan struct{})}
+	data := filepath.Join(dir, "data")
+	initdb := exec.Command(filepath.Join(BinDir, "initdb"), "-D", data, "-U", s.user,
+		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+	}
+	var log bytes.Buffer
+	s.cmd = exec.Command(filepath.Join(BinDir, "postgres"), "-D", data, "-k", dir, "-p", s.port,
+		"-c", "listen_addresses=", "-c", "shared_buffers=32MB", "-c", "max_connections=200",
+		// The tests' server loses nothing that matters in a crash of the
+		// machine: the cluster is thrown away anyway.
+		"-c", "fsync=off", "-c", "full_page_writes=off")
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	s.cmd.Stdout, s.cmd.Stderr = &log, &log
+	if err := s.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	go func() { s.cmd.Wait(); close(s.done) }() //nolint:errcheck // Stop says
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		db, err := s.Open(ctx, "postgres")
+		if err == nil {
+			err = db.QueryRowContext(ctx, "SHOW server_version").Scan(&s.Version)
+			db.Close()
+			if err == nil {
+				return s, nil
+			}
+		}
+		select {
+		case <-s.done:
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("postgres exited: %s", strings.TrimSpace(log.String()))
+		case <-ctx.Done():
+			s.Stop()
+			return nil, fmt.Errorf("postgres did not accept connections within a minute: %v: %s", err, log.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop shuts the server down (fast shutdown) and removes its directory.
+func (s *Server) Stop() {
+	if s.cmd.Process != nil {
+		s.cmd.Process.Signal(syscall.SIGINT) //nolint:errcheck // it may be gone
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			s.cmd.Process.Kill() //nolint:errcheck // as above
+			<-s.done
+		}
+	}
+	if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintln(os.Stderr, "sqltest:", err)
+	}
+}

@@ -1,0 +1,181 @@
+// Package sqltest runs a package's store tests on both of warren's
+// databases: a real SQLite file in the test's directory, and a real
+// PostgreSQL server (Debian's postgresql-15) that it starts for the test
+// binary, initdb'ed into a temporary directory, with a fresh database per
+// data directory.
+//
+// A package uses it from TestMain:
+//
+//	func TestMain(m *testing.M) { sqltest.Main(m, "") }
+//
+// and opens its databases with Open(t, dir). Main runs the package's tests
+// once on SQLite, then once more on PostgreSQL.
+package sqltest
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "github.com/ncruces/go-sqlite3/driver" // the sqlite3 driver
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
+)
+
+var (
+	mu      sync.Mutex
+	current = sqlschema.SQLite
+	server  *Server
+	admin   *sql.DB
+	made    = map[string]string{} // data dir → database name
+)
+
+// Main runs the package's tests on SQLite, then starts a PostgreSQL
+// server and runs them again on it (only the tests matching pgRun when it
+// is not empty and no -run was given), stops the server and exits.
+func Main(m *testing.M, pgRun string) {
+	code := m.Run()
+	if code != 0 || os.Getenv("WARREN_TEST_SQLITE_ONLY") != "" {
+		os.Exit(code)
+	}
+	if f := flag.Lookup("test.run"); pgRun != "" && f != nil && f.Value.String() == "" {
+		f.Value.Set(pgRun) //nolint:errcheck // a constant of the package
+	}
+	s, err := Start(os.TempDir())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sqltest:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "sqltest: the same tests again on PostgreSQL (%s)\n", s.Version)
+	mu.Lock()
+	server, current = s, sqlschema.Postgres
+	admin, err = s.Open(context.Background(), "postgres")
+	mu.Unlock()
+	if err == nil {
+		code = m.Run()
+		admin.Close()
+	} else {
+		fmt.Fprintln(os.Stderr, "sqltest:", err)
+		code = 1
+	}
+	s.Stop()
+	os.Exit(code)
+}
+
+// Dialect is the database the tests run on now.
+func Dialect() sqlschema.Dialect {
+	mu.Lock()
+	defer mu.Unlock()
+	return current
+}
+
+// Open opens the database of data directory dir for t: the SQLite file
+// dir/warren.db as cmd/warren opens it, or on the PostgreSQL pass a
+// database of its own for dir (created on first use; the same one for
+// every Open of dir). It is closed when t ends.
+func Open(t testing.TB, dir string) *sql.DB {
+	t.Helper()
+	db, err := open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// DSN returns what `warren --database` takes for dir's database: "" on
+// SQLite (the default, in the data dir), a postgres:// URL on the
+// PostgreSQL pass.
+func DSN(t testing.TB, dir string) string {
+	t.Helper()
+	if Dialect() != sqlschema.Postgres {
+		return ""
+	}
+	name, err := database(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return server.URL(name)
+}
+
+func open(dir string) (*sql.DB, error) {
+	if Dialect() != sqlschema.Postgres {
+		return sql.Open("sqlite3", "file:"+filepath.Join(dir, "warren.db")+
+			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)&_pragma=foreign_keys(1)")
+	}
+	name, err := database(dir)
+	if err != nil {
+		return nil, err
+	}
+	return server.Open(context.Background(), name)
+}
+
+// database creates the PostgreSQL database of dir on first use.
+func database(dir string) (string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if name, ok := made[abs]; ok {
+		return name, nil
+	}
+	sum := sha256.Sum256([]byte(abs))
+	name := "t_" + hex.EncodeToString(sum[:12])
+	if _, err := admin.Exec(`CREATE DATABASE ` + name); err != nil {
+		return "", fmt.Errorf("create database for %s: %w", dir, err)
+	}
+	made[abs] = name
+	return name, nil
+}
+
+// Fresh returns the URL of a new, empty PostgreSQL database on the
+// PostgreSQL pass (for tests that run on PostgreSQL whatever the pass,
+// such as migrating into it): it starts the server on the SQLite pass
+// when it must.
+func Fresh(t testing.TB) string {
+	t.Helper()
+	mu.Lock()
+	if server == nil || admin == nil {
+		mu.Unlock()
+		t.Fatal("sqltest: no PostgreSQL server: the test runs on the PostgreSQL pass only (check sqltest.Dialect)")
+	}
+	mu.Unlock()
+	return DSN(t, t.TempDir())
+}
+
+// OpenURL opens a PostgreSQL URL the way cmd/warren does.
+func OpenURL(ctx context.Context, u string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(sqlschema.PostgresConnector(stdlib.GetConnector(*cfg)))
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// URL is the postgres:// URL of database name on s (a Unix socket).
+func (s *Server) URL(name string) string {
+	q := url.Values{"host": {s.dir}, "port": {s.port}}
+	return "postgres://" + s.user + "@/" + name + "?" + q.Encode()
+}
+
+// Open opens database name on s.
+func (s *Server) Open(ctx context.Context, name string) (*sql.DB, error) {
+	return OpenURL(ctx, s.URL(name))
+}
