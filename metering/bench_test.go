@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -131,13 +132,15 @@ func benchMeter(b *testing.B) *Meter {
 	return benchM
 }
 
+// TestMain runs the tests on SQLite, then on PostgreSQL (sqltest).
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if benchDB != nil {
-		benchDB.Close()
-		os.RemoveAll(benchDir)
-	}
-	os.Exit(code)
+	defer func() {
+		if benchDB != nil {
+			benchDB.Close()
+			os.RemoveAll(benchDir)
+		}
+	}()
+	sqltest.Main(m, "")
 }
 
 // BenchmarkReport1M reports over 1,000,000 rows; ns/op is the time of one report.

@@ -199,7 +199,10 @@ func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx,
 	if err != nil || !write || opts.ReadOnly {
 		return tx, err
 	}
-	if _, err := c.Conn.(driver.ExecerContext).ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)",
+	// lock_timeout is SQLite's busy timeout: a writer that waits longer
+	// fails (and changed nothing) instead of hanging.
+	if _, err := c.Conn.(driver.ExecerContext).ExecContext(ctx,
+		"SELECT set_config('lock_timeout', '10s', true), pg_advisory_xact_lock($1)",
 		[]driver.NamedValue{{Ordinal: 1, Value: WriteLockKey}}); err != nil {
 		tx.Rollback() //nolint:errcheck // the lock's error says it
 		return nil, err
@@ -235,4 +238,16 @@ func (c *pgConn) ResetSession(ctx context.Context) error {
 		return r.ResetSession(ctx)
 	}
 	return nil
+}
+
+// HasTable reports whether db has a table of that name (in the current
+// schema on PostgreSQL).
+func HasTable(ctx context.Context, db *sql.DB, name string) (bool, error) {
+	q := `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
+	if DialectOf(db) == Postgres {
+		q = `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?`
+	}
+	var n int
+	err := db.QueryRowContext(ctx, q, name).Scan(&n)
+	return n > 0, err
 }
