@@ -7,19 +7,25 @@ import (
 	"path/filepath"
 	"testing"
 
-	_ "github.com/ncruces/go-sqlite3/driver"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 
 	"github.com/warrenhq/warren/sandbox"
 )
 
+// TestMain runs the tests on SQLite, then the store's on PostgreSQL
+// (sqltest): the others exercise jails, which do not depend on the
+// database.
+func TestMain(m *testing.M) {
+	sqltest.Main(m, "TestLifecycleTransitions|TestOwnershipAndSessionCap|TestDefaultSessions|TestBindDirGetsItsOwnDefaultSession|"+
+		"TestShellStateSurvivesARestartAndIdleStops|TestPauseStopsTheShell|TestDeleteByAnotherProcessStopsTheShell|"+
+		"TestCopyOfASessionTakesItsCurrentState|TestSessionErrorsCarryCodes|TestRunningShellCapStopsTheLeastRecentlyUsed|TestNetworkLog")
+}
+
+// openDB opens the data directory's database: a real SQLite file, or on
+// the PostgreSQL pass a real PostgreSQL database.
 func openDB(t testing.TB, dir string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "warren.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return sqltest.Open(t, dir)
 }
 
 func newManager(t testing.TB, db *sql.DB, cfg Config) *Manager {
