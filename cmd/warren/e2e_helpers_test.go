@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 	"io"
 	"net/http"
 	"os"
@@ -50,6 +51,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	sqltest.StopShared() // the PostgreSQL of the tests that use one
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -140,19 +140,57 @@ func database(dir string) (string, error) {
 	return name, nil
 }
 
-// Fresh returns the URL of a new, empty PostgreSQL database on the
-// PostgreSQL pass (for tests that run on PostgreSQL whatever the pass,
-// such as migrating into it): it starts the server on the SQLite pass
-// when it must.
-func Fresh(t testing.TB) string {
+var (
+	lazyOnce sync.Once
+	lazy     *Server
+	lazyErr  error
+	lazyN    int
+)
+
+// Shared returns a PostgreSQL server for tests that run on PostgreSQL
+// whatever the pass (the e2e tests of the binary, migrating into it): it
+// is started on first use, and Stop stops it. TestMain calls StopShared
+// after m.Run.
+func Shared(t testing.TB) *Server {
 	t.Helper()
-	mu.Lock()
-	if server == nil || admin == nil {
-		mu.Unlock()
-		t.Fatal("sqltest: no PostgreSQL server: the test runs on the PostgreSQL pass only (check sqltest.Dialect)")
+	lazyOnce.Do(func() { lazy, lazyErr = Start(os.TempDir()) })
+	if lazyErr != nil {
+		t.Fatal(lazyErr)
 	}
+	return lazy
+}
+
+// StopShared stops the server Shared started, if it did.
+func StopShared() {
+	if lazy != nil {
+		lazy.Stop()
+	}
+}
+
+// Fresh creates an empty database on s and returns its URL; it is
+// dropped when t ends.
+func (s *Server) Fresh(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	db, err := s.Open(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mu.Lock()
+	lazyN++
+	name := fmt.Sprintf("fresh_%d_%d", os.Getpid(), lazyN)
 	mu.Unlock()
-	return DSN(t, t.TempDir())
+	if _, err := db.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if db, err := s.Open(ctx, "postgres"); err == nil {
+			db.ExecContext(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) //nolint:errcheck // the server goes anyway
+			db.Close()
+		}
+	})
+	return s.URL(name)
 }
 
 // OpenURL opens a PostgreSQL URL the way cmd/warren does.

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/urfave/cli/v2"
+
+	"github.com/warrenhq/warren/sessions/errs"
+	"github.com/warrenhq/warren/sessions/sqlschema"
+)
+
+// databaseFlag is shared by every command that opens the database: empty
+// is the embedded SQLite file in the data directory.
+func databaseFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "database",
+		EnvVars: []string{"WARREN_DATABASE"},
+		Usage: "keep warren's state in PostgreSQL: a postgres://user@host/db URL (replicas share it; see docs/postgres.md). " +
+			"Default: <data-dir>/warren.db (SQLite). The workspaces stay in the data directory either way",
+	}
+}
+
+// openDatabase opens the database the command was given: --database's
+// PostgreSQL, else <dir>/warren.db.
+func openDatabase(c *cli.Context, dir string) (*sql.DB, error) {
+	if u := c.String("database"); u != "" {
+		return openPostgres(c.Context, u)
+	}
+	return openDB(c.Context, dir)
+}
+
+// isPostgresURL reports whether s names a PostgreSQL database.
+func isPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// pgMaxConns bounds the connections of one warren process: PostgreSQL
+// gives each its own process, and replicas share the server's limit.
+const pgMaxConns = 20
+
+// openPostgres opens a PostgreSQL database through pgx's database/sql
+// driver, wrapped so that the stores' SQL runs unchanged (sqlschema). Its
+// errors never repeat the URL, which may hold a password.
+func openPostgres(ctx context.Context, u string) (*sql.DB, error) {
+	if !isPostgresURL(u) {
+		return nil, errs.New(errs.Invalid, "--database takes a postgres:// URL (e.g. postgres://warren@db.example/warren); "+
+			"leave it out to keep the state in <data-dir>/warren.db")
+	}
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		return nil, errs.Wrap(errs.Invalid, err, "--database: not a PostgreSQL URL warren can use: "+redactedError(err, u))
+	}
+	db := sql.OpenDB(sqlschema.PostgresConnector(stdlib.GetConnector(*cfg)))
+	db.SetMaxOpenConns(pgMaxConns)
+	db.SetMaxIdleConns(pgMaxConns / 2)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, errs.Wrap(errs.Unavailable, err, fmt.Sprintf("connect to PostgreSQL database %q on %s as %q: %s: "+
+			"check that the server runs and the URL's user may connect",
+			cfg.Database, cfg.Host, cfg.User, redactedError(err, u)))
+	}
+	return db, nil
+}
+
+// redactedError is err's text without the URL's password.
+func redactedError(err error, u string) string {
+	msg := err.Error()
+	if cfg, perr := pgx.ParseConfig(u); perr == nil && cfg.Password != "" {
+		msg = strings.ReplaceAll(msg, cfg.Password, "xxxxx")
+	}
+	return msg
+}
+
+// sameDatabase is the --database part of a command line printed for the
+// operator to run: the URL is not repeated (it may hold a password).
+func sameDatabase(c *cli.Context) string {
+	if c.String("database") == "" {
+		return ""
+	}
+	return " --database <the same URL>"
+}
