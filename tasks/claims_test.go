@@ -11,10 +11,19 @@ import (
 
 // TestClaimRace has 20 goroutines, spread over four Boards sharing one
 // database and file, claim the same task at once, round after round:
-// exactly one must win and every loser must be told who did.
+// exactly one must win and every loser must be told who did. Two of the
+// Boards have a *sql.DB of their own, as two processes (or replicas on
+// one PostgreSQL) would.
 func TestClaimRace(t *testing.T) {
 	f := newFixture(t, "# Race\n")
-	boards := []*Board{f.board, f.open(), f.open(), f.open()}
+	own := func() *Board {
+		b, err := Open(f.ctx, openDB(t, f.dir), Options{Path: f.path, Now: f.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	boards := []*Board{f.board, f.open(), own(), own()}
 	const rounds, racers = 50, 20
 	for round := range rounds {
 		task, err := f.board.Add(f.ctx, fmt.Sprintf("Round %d", round))
