@@ -70,11 +70,15 @@ func Start(parent string) (*Server, error) {
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
 	var log bytes.Buffer
-	s.cmd = exec.Command(filepath.Join(BinDir, "postgres"), "-D", data, "-k", dir, "-p", s.port,
-		"-c", "listen_addresses=", "-c", "shared_buffers=32MB", "-c", "max_connections=200",
+	args := []string{"-D", data, "-k", dir, "-p", s.port,
+		"-c", "listen_addresses=", "-c", "shared_buffers=32MB", "-c", "max_connections=200"}
+	if os.Getenv("WARREN_TEST_PG_FSYNC") == "" {
 		// The tests' server loses nothing that matters in a crash of the
-		// machine: the cluster is thrown away anyway.
-		"-c", "fsync=off", "-c", "full_page_writes=off")
+		// machine: the cluster is thrown away anyway. Benchmarks that
+		// compare with SQLite's durable commits set WARREN_TEST_PG_FSYNC=1.
+		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off")
+	}
+	s.cmd = exec.Command(filepath.Join(BinDir, "postgres"), args...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	s.cmd.Stdout, s.cmd.Stderr = &log, &log
 	if err := s.cmd.Start(); err != nil {
