@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"strings"
 
@@ -20,7 +21,7 @@ func databaseFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:    "database",
 		EnvVars: []string{"WARREN_DATABASE"},
-		Usage: "keep warren's state in PostgreSQL: a postgres://user@host/db URL (replicas share it; see docs/postgres.md). " +
+		Usage: "keep warren's state in PostgreSQL: a postgres://user@host/db URL (see docs/postgres.md). " +
 			"Default: <data-dir>/warren.db (SQLite). The workspaces stay in the data directory either way",
 	}
 }
@@ -55,14 +56,13 @@ func openPostgres(ctx context.Context, u string) (*sql.DB, error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.Invalid, err, "--database: not a PostgreSQL URL warren can use: "+redactedError(err, u))
 	}
-	db := sql.OpenDB(sqlschema.PostgresConnector(stdlib.GetConnector(*cfg)))
+	where := fmt.Sprintf("PostgreSQL database %q on %s", cfg.Database, cfg.Host)
+	db := sql.OpenDB(sqlschema.PostgresConnector(unreachable{stdlib.GetConnector(*cfg), where, u}))
 	db.SetMaxOpenConns(pgMaxConns)
 	db.SetMaxIdleConns(pgMaxConns / 2)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, errs.Wrap(errs.Unavailable, err, fmt.Sprintf("connect to PostgreSQL database %q on %s as %q: %s: "+
-			"check that the server runs and the URL's user may connect",
-			cfg.Database, cfg.Host, cfg.User, redactedError(err, u)))
+		return nil, fmt.Errorf("%w (as user %q): check that the server runs and that the URL's user may connect", err, cfg.User)
 	}
 	return db, nil
 }
@@ -83,4 +83,22 @@ func sameDatabase(c *cli.Context) string {
 		return ""
 	}
 	return " --database <the same URL>"
+}
+
+// unreachable turns a failure to connect (the server down, restarting,
+// out of connections) into one coded error (unavailable) that names the
+// database and says that nothing was done: a statement on a connection
+// that broke is retried by database/sql on a new one, which lands here.
+type unreachable struct {
+	driver.Connector
+	where, url string
+}
+
+func (c unreachable) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, fmt.Sprintf("cannot reach the %s (%s): nothing was changed; retry once it is back",
+			c.where, redactedError(err, c.url)))
+	}
+	return conn, nil
 }

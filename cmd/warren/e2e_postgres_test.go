@@ -121,3 +121,18 @@ func TestMigrateSQLiteDataDirIntoPostgres(t *testing.T) {
 		t.Fatalf("task_add after migrate: %v", add)
 	}
 }
+
+// --database that is not a PostgreSQL URL, or a server that is not there:
+// a clear error naming what to fix, never the URL's password.
+func TestDatabaseFlagErrors(t *testing.T) {
+	data := t.TempDir()
+	msg := warrenFails(t, "token", "ls", "--data-dir", data, "--database", "mysql://x")
+	if !strings.Contains(msg, "--database takes a postgres:// URL") {
+		t.Fatalf("a mysql URL: %s", msg)
+	}
+	gone := "postgres://warren:s3cret@/nowhere?host=" + filepath.Join(data, "no-such-dir")
+	msg = warrenFails(t, "token", "ls", "--data-dir", data, "--database", gone)
+	if !strings.Contains(msg, `cannot reach the PostgreSQL database "nowhere"`) || strings.Contains(msg, "s3cret") {
+		t.Fatalf("a server that is not there: %s", msg)
+	}
+}
