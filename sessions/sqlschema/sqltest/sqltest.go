@@ -1,8 +1,10 @@
 // Package sqltest runs a package's store tests on both of warren's
 // databases: a real SQLite file in the test's directory, and a real
 // PostgreSQL server (Debian's postgresql-15) that it starts for the test
-// binary, initdb'ed into a temporary directory, with a fresh database per
-// data directory.
+// binary, initdb'ed into a temporary directory, with a fresh schema per
+// data directory (warren's tables go where the URL's search_path says,
+// as into a database of their own; a schema is made in milliseconds, a
+// database in about a second).
 //
 // A package uses it from TestMain:
 //
@@ -40,6 +42,11 @@ var (
 	made    = map[string]string{} // data dir → database name
 )
 
+// testDB is the database on the tests' server that holds a schema per
+// data directory: a schema is made in milliseconds, a database (a copy of
+// the template) in about a second.
+const testDB = "warren_tests"
+
 // Main runs the package's tests on SQLite, then starts a PostgreSQL
 // server and runs them again on it (only the tests matching pgRun when it
 // is not empty and no -run was given), stops the server and exits.
@@ -60,6 +67,12 @@ func Main(m *testing.M, pgRun string) {
 	mu.Lock()
 	server, current = s, sqlschema.Postgres
 	admin, err = s.Open(context.Background(), "postgres")
+	if err == nil {
+		if _, err = admin.Exec(`CREATE DATABASE ` + testDB); err == nil {
+			admin.Close()
+			admin, err = s.Open(context.Background(), testDB)
+		}
+	}
 	mu.Unlock()
 	if err == nil {
 		code = m.Run()
@@ -81,8 +94,9 @@ func Dialect() sqlschema.Dialect {
 
 // Open opens the database of data directory dir for t: the SQLite file
 // dir/warren.db as cmd/warren opens it, or on the PostgreSQL pass a
-// database of its own for dir (created on first use; the same one for
-// every Open of dir). It is closed when t ends.
+// schema of its own for dir, as warren would use a database of its own
+// (created on first use; the same one for every Open of dir). It is
+// closed when t ends.
 func Open(t testing.TB, dir string) *sql.DB {
 	t.Helper()
 	db, err := open(dir)
@@ -101,11 +115,17 @@ func DSN(t testing.TB, dir string) string {
 	if Dialect() != sqlschema.Postgres {
 		return ""
 	}
-	name, err := database(dir)
+	schema, err := database(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return server.URL(name)
+	return schemaURL(schema)
+}
+
+// schemaURL is the URL of a schema of the tests' database: warren's
+// tables go there (search_path), as into a database of their own.
+func schemaURL(schema string) string {
+	return server.URL(testDB) + "&search_path=" + schema
 }
 
 func open(dir string) (*sql.DB, error) {
@@ -113,14 +133,14 @@ func open(dir string) (*sql.DB, error) {
 		return sql.Open("sqlite3", "file:"+filepath.Join(dir, "warren.db")+
 			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)&_pragma=foreign_keys(1)")
 	}
-	name, err := database(dir)
+	schema, err := database(dir)
 	if err != nil {
 		return nil, err
 	}
-	return server.Open(context.Background(), name)
+	return OpenURL(context.Background(), schemaURL(schema))
 }
 
-// database creates the PostgreSQL database of dir on first use.
+// database creates the PostgreSQL schema of dir on first use.
 func database(dir string) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -133,8 +153,8 @@ func database(dir string) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(abs))
 	name := "t_" + hex.EncodeToString(sum[:12])
-	if _, err := admin.Exec(`CREATE DATABASE ` + name); err != nil {
-		return "", fmt.Errorf("create database for %s: %w", dir, err)
+	if _, err := admin.Exec(`CREATE SCHEMA ` + name); err != nil {
+		return "", fmt.Errorf("create schema for %s: %w", dir, err)
 	}
 	made[abs] = name
 	return name, nil
