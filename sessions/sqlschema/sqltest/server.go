@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,13 +80,26 @@ func Start(parent string) (*Server, error) {
 		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off")
 	}
 	s.cmd = exec.Command(filepath.Join(BinDir, "postgres"), args...)
+	// Pdeathsig kills the server when the thread that started it ends
+	// (the test binary dying): that thread is locked to a goroutine that
+	// lives as long as the server, or the Go runtime could end it
+	// earlier and take the server down mid-test.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	s.cmd.Stdout, s.cmd.Stderr = &log, &log
-	if err := s.cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the server
+		err := s.cmd.Start()
+		started <- err
+		if err == nil {
+			s.cmd.Wait() //nolint:errcheck // Stop says
+		}
+		close(s.done)
+	}()
+	if err := <-started; err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	go func() { s.cmd.Wait(); close(s.done) }() //nolint:errcheck // Stop says
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for {
