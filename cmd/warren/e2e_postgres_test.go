@@ -66,6 +66,15 @@ func TestServeHTTPWithPostgres(t *testing.T) {
 	if out := other.exec("pwd; echo $PGTEST", "session_id", id); out["stdout"] != "/tmp\nkept\n" {
 		t.Fatalf("the second server's shell: %v", out)
 	}
+	// warren status reads the same database: the session, the live lease,
+	// and the readiness checks pass (the database takes the write lock).
+	status := warren(t, "status", "--data-dir", data, "--database", url)
+	flat := strings.Join(strings.Fields(status), " ")
+	for _, want := range []string{`warren_tasks_leases{state="live"} 1`, `warren_sessions{state="active"} 1`, "ok database writable"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("warren status on PostgreSQL lacks %q:\n%s", want, status)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(data, "warren.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a warren.db was made beside --database: %v", err)
 	}
