@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -40,9 +41,11 @@ func isPostgresURL(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
-// pgMaxConns bounds the connections of one warren process: PostgreSQL
-// gives each its own process, and replicas share the server's limit.
-const pgMaxConns = 20
+// pgIdleConns is how many connections one warren keeps open between
+// calls. Open connections are not capped, as with SQLite: a cap could
+// leave a call that holds one connection waiting forever for a second;
+// PostgreSQL's max_connections bounds them instead, with an error.
+const pgIdleConns = 8
 
 // openPostgres opens a PostgreSQL database through pgx's database/sql
 // driver, wrapped so that the stores' SQL runs unchanged (sqlschema). Its
@@ -58,8 +61,8 @@ func openPostgres(ctx context.Context, u string) (*sql.DB, error) {
 	}
 	where := fmt.Sprintf("PostgreSQL database %q on %s", cfg.Database, cfg.Host)
 	db := sql.OpenDB(sqlschema.PostgresConnector(unreachable{stdlib.GetConnector(*cfg), where, u}))
-	db.SetMaxOpenConns(pgMaxConns)
-	db.SetMaxIdleConns(pgMaxConns / 2)
+	db.SetMaxIdleConns(pgIdleConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%w (as user %q): check that the server runs and that the URL's user may connect", err, cfg.User)
