@@ -11,7 +11,9 @@
 //	func TestMain(m *testing.M) { sqltest.Main(m, "") }
 //
 // and opens its databases with Open(t, dir). Main runs the package's tests
-// once on SQLite, then once more on PostgreSQL.
+// once on SQLite, then once more on PostgreSQL. A developer who wants the
+// SQLite pass alone for a quick loop sets WARREN_TEST_SQLITE_ONLY=1; CI
+// and `just test` never do.
 package sqltest
 
 import (
@@ -39,7 +41,7 @@ var (
 	current = sqlschema.SQLite
 	server  *Server
 	admin   *sql.DB
-	made    = map[string]string{} // data dir → database name
+	made    = map[string]string{} // data dir → schema name
 )
 
 // testDB is the database on the tests' server that holds a schema per
@@ -105,21 +107,6 @@ func Open(t testing.TB, dir string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-// DSN returns what `warren --database` takes for dir's database: "" on
-// SQLite (the default, in the data dir), a postgres:// URL on the
-// PostgreSQL pass.
-func DSN(t testing.TB, dir string) string {
-	t.Helper()
-	if Dialect() != sqlschema.Postgres {
-		return ""
-	}
-	schema, err := database(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return schemaURL(schema)
 }
 
 // schemaURL is the URL of a schema of the tests' database: warren's
