@@ -1,9 +1,13 @@
 package main
 
 import (
+	"os/exec"
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,5 +147,36 @@ func TestDatabaseFlagErrors(t *testing.T) {
 	msg = warrenFails(t, "token", "ls", "--data-dir", data, "--database", gone)
 	if !strings.Contains(msg, `cannot reach the PostgreSQL database "nowhere"`) || strings.Contains(msg, "s3cret") {
 		t.Fatalf("a server that is not there: %s", msg)
+	}
+}
+
+// A usage record acknowledged by a server on PostgreSQL is in PostgreSQL:
+// kill -9 of the server right after the last acknowledgement loses none.
+func TestAcknowledgedUsageOnPostgresSurvivesKill9(t *testing.T) {
+	data := t.TempDir()
+	url := sqltest.Shared(t).Fresh(t)
+	cmd := exec.Command(warrenBin, "serve", "stdio", "--data-dir", data, "--database", url)
+	cmd.Stderr = newTestLog(t, "server: ")
+	c := connect(t, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second})
+	const n = 20
+	want := 0
+	for i := range n {
+		c.ok("usage_record", map[string]any{"model": "gpt-4o", "input_tokens": 100 + i, "output_tokens": 1})
+		want += 100 + i
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqltest.OpenURL(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var records, tokens int
+	if err := db.QueryRow(`SELECT count(*), COALESCE(sum(input_tokens), 0) FROM usage_records WHERE kind = 'model'`).Scan(&records, &tokens); err != nil {
+		t.Fatal(err)
+	}
+	if records != n || tokens != want {
+		t.Fatalf("after kill -9: %d model records with %d input tokens in PostgreSQL, want %d with %d", records, tokens, n, want)
 	}
 }
