@@ -1,17 +1,17 @@
 package main
 
 import (
-	"os/exec"
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
