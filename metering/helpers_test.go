@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	// The embed package is deprecated in go-sqlite3 v0.37.0 (the driver carries the build), so
-	// tests import only the driver.
 	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 

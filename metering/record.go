@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/warrenhq/warren/sessions/sqlschema"
 	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/sessions/bound"
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 // Kinds of record.

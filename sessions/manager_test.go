@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
-
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 
 // TestMain runs the tests on SQLite, then the store's on PostgreSQL

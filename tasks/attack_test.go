@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/warrenhq/warren/sessions/sqlschema"
-	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 
 // The board's file in a workspace is the jail's: these tests act on the

@@ -4,11 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"github.com/warrenhq/warren/sessions/sqlschema"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 // tracer makes the spans of board changes; without a configured provider

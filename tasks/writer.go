@@ -5,11 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/warrenhq/warren/sessions/sqlschema"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 // writer orders the file's writes for a Board with Options.Coalesce (the

@@ -5,13 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/warrenhq/warren/sessions/sqlschema"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 // readyCheck is one readiness finding.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
 	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 
