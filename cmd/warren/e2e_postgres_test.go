@@ -19,13 +19,19 @@ import (
 // pgCount counts the rows of table in the PostgreSQL database at url.
 func pgCount(t *testing.T, url, table string) int {
 	t.Helper()
+	return pgCountWhere(t, url, table, "true")
+}
+
+// pgCountWhere counts the rows of table that match where.
+func pgCountWhere(t *testing.T, url, table, where string) int {
+	t.Helper()
 	db, err := sqltest.OpenURL(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+	if err := db.QueryRow(`SELECT count(*) FROM ` + table + ` WHERE ` + where).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -178,5 +184,29 @@ func TestAcknowledgedUsageOnPostgresSurvivesKill9(t *testing.T) {
 	}
 	if records != n || tokens != want {
 		t.Fatalf("after kill -9: %d model records with %d input tokens in PostgreSQL, want %d with %d", records, tokens, n, want)
+	}
+}
+
+// PostgreSQL going away under a running server: a call that needs it
+// fails with a clear error (nothing kept, retry), the server lives on,
+// and once PostgreSQL is back the next call works, on new connections.
+func TestPostgresAwayAndBack(t *testing.T) {
+	s, err := sqltest.Start(os.TempDir()) // a server of its own: this test stops it
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	url := s.Fresh(t)
+	c := serveStdio(t, "--data-dir", t.TempDir(), "--database", url)
+	rec := map[string]any{"model": "gpt-4o", "input_tokens": 10, "output_tokens": 1}
+	c.ok("usage_record", rec)
+	s.Down()
+	c.fails("usage_record", rec, "cannot reach the PostgreSQL database")
+	if err := s.Up(); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("usage_record", rec)
+	if n := pgCountWhere(t, url, "usage_records", "kind = 'model'"); n != 2 {
+		t.Fatalf("%d model records in PostgreSQL, want the 2 acknowledged", n)
 	}
 }

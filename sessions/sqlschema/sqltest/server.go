@@ -27,6 +27,7 @@ type Server struct {
 	dir     string // holds data/ and the socket
 	port    string // names the socket file
 	user    string
+	cred    *syscall.Credential // whom initdb and postgres run as (root: postgres)
 	cmd     *exec.Cmd
 	done    chan struct{}
 	Version string
@@ -61,7 +62,7 @@ func Start(parent string) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{dir: dir, port: "5432", user: "warren", done: make(chan struct{})}
+	s := &Server{dir: dir, port: "5432", user: "warren"}
 	data := filepath.Join(dir, "data")
 	initdb := exec.Command(filepath.Join(BinDir, "initdb"), "-D", data, "-U", s.user,
 		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
@@ -70,8 +71,19 @@ func Start(parent string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
+	s.cred = cred
+	if err := s.launch(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch starts the server on its cluster and waits until it takes
+// connections.
+func (s *Server) launch() error {
 	var log bytes.Buffer
-	args := []string{"-D", data, "-k", dir, "-p", s.port,
+	args := []string{"-D", filepath.Join(s.dir, "data"), "-k", s.dir, "-p", s.port,
 		"-c", "listen_addresses=", "-c", "shared_buffers=32MB", "-c", "max_connections=200"}
 	if os.Getenv("WARREN_TEST_PG_FSYNC") == "" {
 		// The tests' server loses nothing that matters in a crash of the
@@ -80,25 +92,26 @@ func Start(parent string) (*Server, error) {
 		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off")
 	}
 	s.cmd = exec.Command(filepath.Join(BinDir, "postgres"), args...)
+	s.done = make(chan struct{})
 	// Pdeathsig kills the server when the thread that started it ends
 	// (the test binary dying): that thread is locked to a goroutine that
 	// lives as long as the server, or the Go runtime could end it
 	// earlier and take the server down mid-test.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	s.cmd.Stdout, s.cmd.Stderr = &log, &log
 	started := make(chan error, 1)
+	cmd, done := s.cmd, s.done
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the server
-		err := s.cmd.Start()
+		err := cmd.Start()
 		started <- err
 		if err == nil {
-			s.cmd.Wait() //nolint:errcheck // Stop says
+			cmd.Wait() //nolint:errcheck // Stop says
 		}
-		close(s.done)
+		close(done)
 	}()
 	if err := <-started; err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return fmt.Errorf("start postgres: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -108,24 +121,23 @@ func Start(parent string) (*Server, error) {
 			err = db.QueryRowContext(ctx, "SHOW server_version").Scan(&s.Version)
 			db.Close()
 			if err == nil {
-				return s, nil
+				return nil
 			}
 		}
 		select {
-		case <-s.done:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("postgres exited: %s", strings.TrimSpace(log.String()))
+		case <-done:
+			return fmt.Errorf("postgres exited: %s", strings.TrimSpace(log.String()))
 		case <-ctx.Done():
-			s.Stop()
-			return nil, fmt.Errorf("postgres did not accept connections within a minute: %v: %s", err, log.String())
+			s.halt()
+			return fmt.Errorf("postgres did not accept connections within a minute: %v: %s", err, log.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
-// Stop shuts the server down (fast shutdown) and removes its directory.
-func (s *Server) Stop() {
-	if s.cmd.Process != nil {
+// halt shuts the server down (fast shutdown), keeping its cluster.
+func (s *Server) halt() {
+	if s.cmd != nil && s.cmd.Process != nil {
 		s.cmd.Process.Signal(syscall.SIGINT) //nolint:errcheck // it may be gone
 		select {
 		case <-s.done:
@@ -134,6 +146,18 @@ func (s *Server) Stop() {
 			<-s.done
 		}
 	}
+}
+
+// Down stops the server and keeps its cluster, for a test of what warren
+// does while its database is away; Up starts it again.
+func (s *Server) Down() { s.halt() }
+
+// Up starts a server stopped by Down.
+func (s *Server) Up() error { return s.launch() }
+
+// Stop shuts the server down (fast shutdown) and removes its directory.
+func (s *Server) Stop() {
+	s.halt()
 	if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintln(os.Stderr, "sqltest:", err)
 	}
