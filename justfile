@@ -17,7 +17,7 @@ deps:
       else echo "bubblewrap is missing: run 'sudo apt-get install -y bubblewrap'" >&2; exit 1; fi
     fi
 
-# Install what the tests need besides: git (test repositories), curl (the network tests run it in jails), Chromium (the console's browser tests).
+# Install what the tests need besides: git (test repositories), curl (the network tests run it in jails), Chromium (the console's browser tests), PostgreSQL 15 (the store tests run on it too).
 test-deps: deps
     #!/usr/bin/env bash
     set -euo pipefail
@@ -25,6 +25,7 @@ test-deps: deps
     command -v git >/dev/null || missing+=(git)
     command -v curl >/dev/null || missing+=(curl ca-certificates)
     command -v chromium >/dev/null || missing+=(chromium fonts-liberation)
+    [ -x /usr/lib/postgresql/15/bin/postgres ] || missing+=(postgresql-15)
     if [ ${#missing[@]} -gt 0 ]; then
       if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}";
       else echo "the tests need ${missing[*]}: run 'sudo apt-get install -y --no-install-recommends ${missing[*]}'" >&2; exit 1; fi
@@ -38,7 +39,7 @@ build out=bin:
 serve *ARGS: deps build
     ./{{bin}} serve {{ if ARGS == "" { "stdio --workspace ." } else { ARGS } }}
 
-# Run every test against real jails, SQLite and git (the console's in headless Chromium).
+# Run every test against real jails, SQLite, PostgreSQL and git (the console's in headless Chromium).
 test: test-deps
     just conformance
     just web-check

@@ -51,6 +51,7 @@ func newApp() *cli.App {
 			tokenCommand(),
 			taskCommand(),
 			usageCommand(),
+			migrateCommand(),
 		},
 		// Errors are printed once by main, not by urfave/cli as well.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -28,7 +28,7 @@ import (
 func serveCommand() *cli.Command {
 	common := func() []cli.Flag {
 		return append(sessionFlags(),
-			dataDirFlag(), configFlag(), tasksFlag(),
+			dataDirFlag(), databaseFlag(), configFlag(), tasksFlag(),
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "bind every default session to this directory (edits appear on disk)"},
 			&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets to serve: " + strings.Join(mcp.Toolsets, ", ") + " (default all)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error (logs go to stderr)"},
@@ -96,7 +96,7 @@ func openServices(c *cli.Context) (*services, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openDB(c.Context, dir)
+	db, err := openDatabase(c, dir)
 	if err != nil {
 		tel.close(log)
 		return nil, err
@@ -303,8 +303,8 @@ func runServeHTTP(c *cli.Context) error {
 			opts.LocalUser, url, firstToken)
 	} else if authMode == "token" {
 		fmt.Fprintf(c.App.Writer, "warren: serving MCP at %s\nClients send 'Authorization: Bearer <token>'; "+
-			"make a token with '%s token create --user NAME --data-dir %s' (tokens are shown once; 'warren token ls' lists them).\n",
-			url, os.Args[0], svc.dataDir)
+			"make a token with '%s token create --user NAME --data-dir %s%s' (tokens are shown once; 'warren token ls' lists them).\n",
+			url, os.Args[0], svc.dataDir, sameDatabase(c))
 	} else {
 		fmt.Fprintf(c.App.Writer, "warren: serving MCP at %s (no authentication: loopback only)\n", url)
 	}

@@ -17,7 +17,7 @@ import (
 
 func sessionCommand() *cli.Command {
 	flags := func(extra ...cli.Flag) []cli.Flag {
-		return append(append([]cli.Flag{dataDirFlag(), configFlag(), tasksFlag(),
+		return append(append([]cli.Flag{dataDirFlag(), databaseFlag(), configFlag(), tasksFlag(),
 			&cli.StringFlag{Name: "user", Usage: "act on this user's sessions (default: you, the user of 'serve stdio')"},
 		}, sessionFlags()...), extra...)
 	}
