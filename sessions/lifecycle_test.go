@@ -25,7 +25,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 func TestCreateClonesByPathAndFileURLAtARef(t *testing.T) {
 	ctx := context.Background()
 	repo, first, second := gitRepo(t)
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, AllowLocalSources: true})
 
 	var progress strings.Builder
@@ -74,7 +74,7 @@ func TestCreateClonesByPathAndFileURLAtARef(t *testing.T) {
 
 func TestLocalSourcesNeedPermission(t *testing.T) {
 	repo, _, _ := gitRepo(t)
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data})
 	for _, src := range []string{repo, "file://" + repo} {
 		_, err := m.Create(context.Background(), "alice", CreateOptions{Source: src})
@@ -87,7 +87,7 @@ func TestLocalSourcesNeedPermission(t *testing.T) {
 func TestDiffShowsModifiedAddedDeletedAndUntrackedFiles(t *testing.T) {
 	ctx := context.Background()
 	repo, _, _ := gitRepo(t)
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, AllowLocalSources: true})
 	s, err := m.Create(ctx, "alice", CreateOptions{Source: repo})
 	if err != nil {
@@ -131,7 +131,7 @@ func TestDiffShowsModifiedAddedDeletedAndUntrackedFiles(t *testing.T) {
 
 func TestLifecycleTransitions(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	var mu sync.Mutex
 	var ended []string
 	m := newManager(t, openDB(t, data), Config{DataDir: data, OnEnd: func(_ context.Context, id string) {
@@ -238,7 +238,7 @@ func TestDeleteNeverRemovesABoundDirectory(t *testing.T) {
 
 func TestOwnershipAndSessionCap(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, MaxSessionsPerUser: 2})
 	a1, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {
@@ -276,7 +276,7 @@ func TestOwnershipAndSessionCap(t *testing.T) {
 
 func TestQuotaRefusesFileWritesThatWouldCrossIt(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: 64 << 10, QuotaInterval: time.Hour})
 	s, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {
@@ -301,7 +301,7 @@ func TestQuotaRefusesFileWritesThatWouldCrossIt(t *testing.T) {
 
 func TestQuotaOverItRefusesWritesNotReads(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: 64 << 10, QuotaInterval: 1})
 	s, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {
