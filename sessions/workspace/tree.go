@@ -305,7 +305,6 @@ func (b *build) marker(rel string, st fileStamp, why string, remember bool) (plu
 	return h, err
 }
 
-
 // racyWindow: a file changed this recently before a walk may change again
 // within the same timestamp tick, so its stamp is not trusted next time.
 var racyWindow = 2 * time.Second
