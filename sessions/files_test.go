@@ -15,7 +15,7 @@ import (
 // it adds, so an edit near the quota works while a second file is refused.
 func TestOpenFilesWritesAreCheckedByGrowth(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: 64 << 10, QuotaInterval: time.Hour})
 	s, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {

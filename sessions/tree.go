@@ -34,6 +34,11 @@ var errNoJailRunner = errs.New(errs.Internal, "this session's runner cannot stre
 // jail, starting the jail if none runs. A jail started only for this, of a
 // session that runs no commands now (paused, archived), is stopped again.
 func (m *Manager) withTree(ctx context.Context, s *Session, fn func(workspace.TreeSource) error) error {
+	// A workspace that no longer resolves where it may is refused, as on
+	// every use, even though the jail binds the directory it checked.
+	if err := m.guard(s); err != nil {
+		return err
+	}
 	sh, err := m.Shell(s)
 	if err != nil {
 		return err
