@@ -397,6 +397,9 @@ func (m *Manager) Diff(ctx context.Context, user, id string, maxPatch int) (*Ses
 		return nil, workspace.Diff{}, &StateError{ID: s.ID, State: st, Action: "diff"}
 	}
 	defer m.opLock(s.ID)()
+	if err := m.guard(s); err != nil {
+		return nil, workspace.Diff{}, err
+	}
 	if _, err := os.Stat(filepath.Join(m.auditDir(s.ID), "HEAD")); err != nil {
 		return nil, workspace.Diff{}, fmt.Errorf("session %s has no base snapshot to compare with (it predates diffs, "+
 			"or it was just created and its base is still being recorded): %w", s.ID, workspace.ErrNoBase)

@@ -13,7 +13,7 @@ import (
 
 // jailData returns a data directory a jail running as another uid (tests
 // run as root in CI) can reach: t.TempDir's parent is 0700.
-func jailData(t *testing.T) string {
+func jailData(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Fatal("bwrap is not installed: run 'just deps' (CI installs it; these tests need real jails)")
@@ -27,7 +27,7 @@ func jailData(t *testing.T) string {
 
 // run executes command in user's session the way shell_exec does: open,
 // exec, save the state.
-func run(t *testing.T, m *Manager, user, id, command string) sandbox.Result {
+func run(t testing.TB, m *Manager, user, id, command string) sandbox.Result {
 	t.Helper()
 	ctx := context.Background()
 	s, sh, err := m.OpenCommand(ctx, user, id, command)

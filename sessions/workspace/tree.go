@@ -55,11 +55,12 @@ var DefaultLimits = Limits{
 	MaxFiles:      10_000,
 }
 
-// treeWriter stores a directory's content as git trees and blobs. It
-// remembers the blob of each file by what fstat said of the descriptor it
-// read (device, inode, size, mtime, ctime, mode), so a second snapshot of a
-// large workspace only reads what changed. The memory survives the Audit
-// in cacheFile.
+// treeWriter stores a tree stream (TreeSource) as git trees and blobs. It
+// remembers the blob of each file by the stamp the walker took of the
+// descriptor it read (device, inode, size, mtime, ctime, mode), and sends
+// the walker the keys of those stamps, so a second snapshot of a large
+// workspace only carries what changed. The memory survives the Audit in
+// cacheFile.
 type treeWriter struct {
 	store     storer.EncodedObjectStorer
 	cacheFile string // "" keeps the stat cache in memory only
