@@ -127,6 +127,10 @@ func (m *Manager) runnerUsage(s *Session, start bool) (n int64, measured bool, e
 	if !ok {
 		return 0, false, errNoJailRunner
 	}
+	// A command runs (or its jail is starting): its jail's runner is the
+	// one to ask. Waiting to start one would wait for the command, whose
+	// end waits for the quota lock the caller holds.
+	start = start && !sh.Busy()
 	ctx, cancel := context.WithTimeout(context.Background(), duTimeout)
 	defer cancel()
 	var conn *client.Conn
