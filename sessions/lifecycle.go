@@ -116,6 +116,7 @@ func (m *Manager) create(ctx context.Context, user string, opts CreateOptions) (
 	s := &Session{Meta: Meta{ID: id, Owner: user, Name: opts.Name, Mode: Mode(p.Mode), Source: p.Source,
 		Ref: opts.Ref, BaseCommit: p.Commit}, Workspace: p.Dir, network: network}
 	cleanup := func() {
+		m.dropShell(id, true) // a bound session's base started its jail
 		if s.Mode != ModeBind {
 			forceRemove(m.workspaceDir(id))
 		}
@@ -172,8 +173,22 @@ func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error 
 	if err != nil {
 		return err
 	}
-	// Before any jail of the session exists: the server's own walk races
-	// nothing (see workspace.HostTree).
+	if s.Mode == ModeBind {
+		// A bound directory is the user's, and other sessions' jails may
+		// bind it too: its base is walked by this session's runner, in its
+		// jail (started for it; the reaper stops it when idle).
+		err := m.withTree(ctx, s, func(src workspace.TreeSource) error {
+			_, err := a.SetBase(ctx, src, origin)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("record base of session %s: %w", s.ID, err)
+		}
+		return nil
+	}
+	// A fresh clone, an empty directory or a copy, before any jail of the
+	// session exists, in a directory no other jail binds: the server's own
+	// walk races nothing (see workspace.HostTree).
 	if _, err := a.SetBase(ctx, workspace.HostTree(ws.ProcPath()), origin); err != nil {
 		return fmt.Errorf("record base of session %s: %w", s.ID, err)
 	}
