@@ -221,7 +221,7 @@ func TestLifecycleTransitions(t *testing.T) {
 
 func TestDeleteNeverRemovesABoundDirectory(t *testing.T) {
 	ctx := context.Background()
-	data, mine := t.TempDir(), t.TempDir()
+	data, mine := jailData(t), jailData(t)
 	write(t, mine, "precious.txt", "keep me\n")
 	m := newManager(t, openDB(t, data), Config{DataDir: data, AllowLocalSources: true})
 	s, err := m.Create(ctx, "alice", CreateOptions{Source: mine})
