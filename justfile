@@ -24,6 +24,7 @@ test-deps: deps
     missing=()
     command -v git >/dev/null || missing+=(git)
     command -v curl >/dev/null || missing+=(curl ca-certificates)
+    command -v strace >/dev/null || missing+=(strace)
     command -v chromium >/dev/null || missing+=(chromium fonts-liberation)
     [ -x /usr/lib/postgresql/15/bin/postgres ] || missing+=(postgresql-15)
     if [ ${#missing[@]} -gt 0 ]; then

@@ -74,3 +74,9 @@ func isDone(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// LiveRunner returns the connection to the runner of the running jail, or
+// nil when no jail runs or its runner is gone; it never starts one (for
+// callers that run inside a command's turn, such as the quota's measure
+// after each command).
+func (s *Shell) LiveRunner() *client.Conn { return s.liveRunner() }

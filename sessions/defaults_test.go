@@ -14,7 +14,7 @@ import (
 // counts too.
 func TestDefaultSessionsCountAgainstTheCap(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, MaxSessionsPerUser: 2})
 
 	first, err := m.Get(ctx, "alice", "")

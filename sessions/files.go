@@ -168,7 +168,7 @@ func (m *Manager) writeRoom(s *Session) int64 {
 	u := m.quota.get(s.ID)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	m.measureLocked(s, u, q, false)
+	m.measureLocked(s, u, q, false, true) // a file call starts the jail anyway
 	if u.err != nil || u.bytes >= q {
 		return 0
 	}

@@ -116,6 +116,7 @@ func (m *Manager) create(ctx context.Context, user string, opts CreateOptions) (
 	s := &Session{Meta: Meta{ID: id, Owner: user, Name: opts.Name, Mode: Mode(p.Mode), Source: p.Source,
 		Ref: opts.Ref, BaseCommit: p.Commit}, Workspace: p.Dir, network: network}
 	cleanup := func() {
+		m.dropShell(id, true) // a bound session's base started its jail
 		if s.Mode != ModeBind {
 			forceRemove(m.workspaceDir(id))
 		}
@@ -172,25 +173,41 @@ func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error 
 	if err != nil {
 		return err
 	}
-	if _, err := a.SetBase(ctx, ws.ProcPath(), origin); err != nil {
+	if s.Mode == ModeBind {
+		// A bound directory is the user's, and other sessions' jails may
+		// bind it too: its base is walked by this session's runner, in its
+		// jail (started for it; the reaper stops it when idle).
+		err := m.withTree(ctx, s, func(src workspace.TreeSource) error {
+			_, err := a.SetBase(ctx, src, origin)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("record base of session %s: %w", s.ID, err)
+		}
+		return nil
+	}
+	// A fresh clone, an empty directory or a copy, before any jail of the
+	// session exists, in a directory no other jail binds: the server's own
+	// walk races nothing (see workspace.HostTree).
+	if _, err := a.SetBase(ctx, workspace.HostTree(ws.ProcPath()), origin); err != nil {
 		return fmt.Errorf("record base of session %s: %w", s.ID, err)
 	}
 	return nil
 }
 
-// snapshot commits the workspace on the session's snapshots ref. Called
-// with the session's op lock held.
+// snapshot commits the workspace, as the session's runner streams it from
+// inside the jail, on the session's snapshots ref. Called with the
+// session's op lock held.
 func (m *Manager) snapshot(ctx context.Context, s *Session, reason string) error {
-	ws, err := m.openWorkspace(s)
-	if err != nil {
-		return err
-	}
-	defer ws.Close()
 	a, err := m.openAudit(s.ID)
 	if err != nil {
 		return err
 	}
-	if _, err := a.Snapshot(ctx, ws.ProcPath(), reason); err != nil {
+	err = m.withTree(ctx, s, func(src workspace.TreeSource) error {
+		_, err := a.Snapshot(ctx, src, reason)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("snapshot session %s: %w", s.ID, err)
 	}
 	return nil
@@ -287,8 +304,10 @@ func (m *Manager) Pause(ctx context.Context, user, id string) (*Session, error) 
 	if err := m.transition(ctx, s, "pause", StatePaused, StateActive); err != nil {
 		return nil, err
 	}
+	// The runner of the jail still up walks the workspace; then it stops.
+	err = m.snapshot(ctx, s, "pause")
 	m.dropShell(s.ID, false)
-	return s, m.snapshot(ctx, s, "pause")
+	return s, err
 }
 
 // Resume makes a paused session active again; its shell restarts lazily
@@ -324,8 +343,8 @@ func (m *Manager) Archive(ctx context.Context, user, id string) (*Session, error
 	}
 	err = m.transition(ctx, s, "archive", StateArchived, StateActive, StatePaused)
 	if err == nil {
-		m.dropShell(s.ID, true)
 		err = m.snapshot(ctx, s, "archive")
+		m.dropShell(s.ID, true)
 	}
 	unlock()
 	if err != nil {
@@ -393,12 +412,9 @@ func (m *Manager) Diff(ctx context.Context, user, id string, maxPatch int) (*Ses
 		return nil, workspace.Diff{}, &StateError{ID: s.ID, State: st, Action: "diff"}
 	}
 	defer m.opLock(s.ID)()
-	// The audit walks the directory that was checked, not the path again.
-	ws, err := m.openWorkspace(s)
-	if err != nil {
+	if err := m.guard(s); err != nil {
 		return nil, workspace.Diff{}, err
 	}
-	defer ws.Close()
 	if _, err := os.Stat(filepath.Join(m.auditDir(s.ID), "HEAD")); err != nil {
 		return nil, workspace.Diff{}, fmt.Errorf("session %s has no base snapshot to compare with (it predates diffs, "+
 			"or it was just created and its base is still being recorded): %w", s.ID, workspace.ErrNoBase)
@@ -407,7 +423,11 @@ func (m *Manager) Diff(ctx context.Context, user, id string, maxPatch int) (*Ses
 	if err != nil {
 		return nil, workspace.Diff{}, err
 	}
-	d, err := a.Diff(ctx, ws.ProcPath(), maxPatch)
+	var d workspace.Diff
+	err = m.withTree(ctx, s, func(src workspace.TreeSource) error {
+		d, err = a.Diff(ctx, src, maxPatch)
+		return err
+	})
 	if errors.Is(err, workspace.ErrNoBase) {
 		err = fmt.Errorf("session %s has no base snapshot to compare with yet: %w", s.ID, err)
 	}

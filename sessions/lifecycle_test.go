@@ -24,7 +24,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 func TestCreateClonesByPathAndFileURLAtARef(t *testing.T) {
 	ctx := context.Background()
 	repo, first, second := gitRepo(t)
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, AllowLocalSources: true})
 
 	var progress strings.Builder
@@ -73,7 +73,7 @@ func TestCreateClonesByPathAndFileURLAtARef(t *testing.T) {
 
 func TestLocalSourcesNeedPermission(t *testing.T) {
 	repo, _, _ := gitRepo(t)
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data})
 	for _, src := range []string{repo, "file://" + repo} {
 		_, err := m.Create(context.Background(), "alice", CreateOptions{Source: src})
@@ -86,7 +86,7 @@ func TestLocalSourcesNeedPermission(t *testing.T) {
 func TestDiffShowsModifiedAddedDeletedAndUntrackedFiles(t *testing.T) {
 	ctx := context.Background()
 	repo, _, _ := gitRepo(t)
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, AllowLocalSources: true})
 	s, err := m.Create(ctx, "alice", CreateOptions{Source: repo})
 	if err != nil {
@@ -220,7 +220,7 @@ func TestLifecycleTransitions(t *testing.T) {
 
 func TestDeleteNeverRemovesABoundDirectory(t *testing.T) {
 	ctx := context.Background()
-	data, mine := t.TempDir(), t.TempDir()
+	data, mine := jailData(t), jailData(t)
 	write(t, mine, "precious.txt", "keep me\n")
 	m := newManager(t, openDB(t, data), Config{DataDir: data, AllowLocalSources: true})
 	s, err := m.Create(ctx, "alice", CreateOptions{Source: mine})
@@ -237,7 +237,7 @@ func TestDeleteNeverRemovesABoundDirectory(t *testing.T) {
 
 func TestOwnershipAndSessionCap(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, MaxSessionsPerUser: 2})
 	a1, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {

@@ -86,7 +86,7 @@ func TestDefaultSessionsAreOwnedAndSurviveARestart(t *testing.T) {
 
 func TestBindDirGetsItsOwnDefaultSession(t *testing.T) {
 	ctx := context.Background()
-	data, ws := t.TempDir(), t.TempDir()
+	data, ws := jailData(t), jailData(t)
 	db := openDB(t, data)
 	plain := newManager(t, db, Config{DataDir: data})
 	bound := newManager(t, db, Config{DataDir: data, BindDir: ws})

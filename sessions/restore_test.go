@@ -11,7 +11,7 @@ import (
 
 // jailData returns a data directory a jail running as another uid (tests
 // run as root in CI) can reach: t.TempDir's parent is 0700.
-func jailData(t *testing.T) string {
+func jailData(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Fatal("bwrap is not installed: run 'just deps' (CI installs it; these tests need real jails)")
@@ -25,7 +25,7 @@ func jailData(t *testing.T) string {
 
 // run executes command in user's session the way shell_exec does
 // (Manager.Exec: open, queue, run, save the state) and waits for its end.
-func run(t *testing.T, m *Manager, user, id, command string) CommandResult {
+func run(t testing.TB, m *Manager, user, id, command string) CommandResult {
 	t.Helper()
 	o, err := m.Exec(context.Background(), user, id, command, ExecOptions{Timeout: 30 * time.Second})
 	if err != nil {

@@ -22,9 +22,10 @@ import (
 // and the usage checks), so that every runner is used the same way by the
 // MCP tools, the CLI, the agent and the console.
 //
-// The shell and file access are behind it. What else a session does to its
-// workspace joins it as it moves off the host: walking and snapshotting the
-// tree (sessions/workspace), and suspend and resume of the whole workspace. Methods take a context where they may cross a
+// The shell and file access are behind it; walking the tree (snapshots,
+// diffs, copies) and measuring disk use go through the runner process in
+// its jail (jailRunner, tree.go). Suspend and resume of the whole
+// workspace join it as they move off the host. Methods take a context where they may cross a
 // network; the ones below that do not yet are the local shell's, kept as
 // they are.
 type Runner interface {

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sandbox/runner/client"
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/errs"
 )
@@ -48,12 +50,17 @@ type Runner struct {
 	fsize   int64
 	// commands counts the commands run (Commands).
 	commands int
+	// roots map the jail's paths to the host directories of the
+	// session's workspace and home; conn serves the runner's operations
+	// on them in this process (Runner), made on first use.
+	roots map[string]string
+	conn  *client.Conn
 }
 
 // New makes a fake runner with the saved state in opts, as
 // sessions.Config.NewRunner; it closes opts.Workspace, which it does not
 // use.
-func New(_ sandbox.Profile, opts sandbox.Options) (sessions.Runner, error) {
+func New(p sandbox.Profile, opts sandbox.Options) (sessions.Runner, error) {
 	if opts.Workspace != nil {
 		opts.Workspace.Close()
 	}
@@ -61,7 +68,45 @@ func New(_ sandbox.Profile, opts sandbox.Options) (sessions.Runner, error) {
 	if opts.State != nil {
 		st = sessions.ShellState(*opts.State)
 	}
-	return NewWithState(st, opts.AfterCommand), nil
+	r := NewWithState(st, opts.AfterCommand)
+	r.roots = map[string]string{sandbox.MountPoint: p.Workspace}
+	if p.Home != "" {
+		r.roots[sandbox.HomeDir] = p.Home
+	}
+	return r, nil
+}
+
+// Runner serves the runner's operations on the session's directories in
+// this process (runnertest.Serve): the tree walk and disk usage that
+// snapshots, diffs and the quota ask for. It "starts the jail": the shell
+// counts as running from then on.
+func (r *Runner) Runner(context.Context) (*client.Conn, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, sessions.ErrRunnerClosed
+	}
+	if r.roots == nil {
+		return nil, ErrNoFiles
+	}
+	if r.conn == nil {
+		r.conn = runnertest.Serve(r.roots)
+	}
+	r.running = true
+	return r.conn, nil
+}
+
+// LiveRunner is Runner's connection while the shell runs, else nil.
+func (r *Runner) LiveRunner() *client.Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.running || r.closed || r.roots == nil {
+		return nil
+	}
+	if r.conn == nil {
+		r.conn = runnertest.Serve(r.roots)
+	}
+	return r.conn
 }
 
 // NewWithState makes a fake runner starting from st; after, when set, runs
@@ -463,7 +508,12 @@ func (r *Runner) Close() error {
 	if r.stop != nil {
 		r.stop()
 	}
+	conn := r.conn
+	r.conn = nil
 	r.mu.Unlock()
+	if conn != nil {
+		conn.Close()
+	}
 	return nil
 }
 

@@ -1,13 +1,48 @@
-package sessions
+package runner
 
 import (
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/sandbox/runner/proto"
 )
+
+func init() { register(proto.OpDiskUsage, duOp) }
+
+// duOp measures the directories the server names (the workspace and home,
+// as the jail sees them).
+func duOp(c *Call) (any, error) {
+	var a proto.DiskUsageArgs
+	if err := c.DecodeArgs(&a); err != nil {
+		return nil, err
+	}
+	if len(a.Dirs) > 8 {
+		return nil, proto.Errorf(proto.CodeInvalid, "du: at most 8 directories")
+	}
+	res := proto.DiskUsageResult{Bytes: make([]int64, len(a.Dirs)), Errors: make([]string, len(a.Dirs))}
+	for i, d := range a.Dirs {
+		if !path.IsAbs(d) {
+			return nil, proto.Errorf(proto.CodeInvalid, "du: %q is not an absolute path", proto.Cut(d, 64))
+		}
+		if err := c.Ctx.Err(); err != nil {
+			return nil, proto.Errorf(proto.CodeUnavailable, "cancelled")
+		}
+		n, err := DiskUsage(d)
+		res.Bytes[i] = n
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			res.Errors[i] = "missing"
+		case err != nil:
+			res.Errors[i] = proto.Cut(err.Error(), 200)
+		}
+	}
+	return res, nil
+}
 
 // maxDepth bounds how deep DiskUsage descends: each level holds an open
 // descriptor while its subtree is walked.
@@ -20,12 +55,11 @@ var errTooDeep = fmt.Errorf("directories nest deeper than %d levels", maxDepth)
 // DiskUsage walks dir like du -x: the blocks allocated to every file and
 // directory (st_blocks, so sparse files count what they use), hard links
 // once, without following symbolic links or crossing into another file
-// system. The jail controls the tree and may swap entries while the walk
-// runs, so every step opens the next directory relative to its parent's
-// descriptor with O_NOFOLLOW: a directory replaced by a symlink is not
-// entered, and nothing outside dir is ever counted. Entries that vanish
-// are skipped. A tree deeper than maxDepth returns the bytes counted and
-// errTooDeep.
+// system. Commands may swap entries while the walk runs, so every step
+// opens the next directory relative to its parent's descriptor with
+// O_NOFOLLOW: a directory replaced by a symlink is not entered. Entries
+// that vanish are skipped. A tree deeper than maxDepth returns the bytes
+// counted and errTooDeep.
 func DiskUsage(dir string) (int64, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
