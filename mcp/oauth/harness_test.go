@@ -26,6 +26,7 @@ import (
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/mcp/oauth"
 	"github.com/warrenhq/warren/mcp/tokens"
+	"github.com/warrenhq/warren/web"
 )
 
 // warren is a server as 'warren serve http --public-url' runs it: the
@@ -39,8 +40,9 @@ type warren struct {
 	as     *oauth.Server
 	idp    *provider
 	logs   *syncBuffer
-	clock  *clock
-	srv    *httptest.Server
+	clock   *clock
+	srv     *httptest.Server
+	console *web.Console
 }
 
 type syncBuffer struct {
@@ -82,7 +84,9 @@ type warrenOpts struct {
 	fetch    oauth.FetchOptions
 	db       *sql.DB
 	listener net.Listener
-	console  oauth.ConsoleLogin
+	// withConsole: a single-user server, the web console's sign-in as
+	// the login.
+	withConsole bool
 }
 
 func openDB(t *testing.T) *sql.DB {
@@ -116,8 +120,12 @@ func newWarren(t *testing.T, o warrenOpts) *warren {
 	}
 	w := &warren{t: t, url: "http://" + ln.Addr().String(), db: db, tokens: store, logs: logs, clock: &clock{}}
 	opts := oauth.Options{PublicURL: w.url, Fetch: o.fetch, Log: log, Now: w.clock.now, AccessTTL: time.Minute}
-	if o.console != nil {
-		opts.Console = o.console
+	httpOpts := mcp.HTTPOptions{Tokens: store}
+	if o.withConsole {
+		if w.console, err = web.New(web.Options{Tokens: store, Log: log}); err != nil {
+			t.Fatal(err)
+		}
+		opts.Console, httpOpts.Console = w.console, w.console
 	} else {
 		w.idp = newProvider(t, "alice@example.com")
 		opts.Upstream = &oauth.UpstreamConfig{Issuer: w.idp.url, ClientID: "warren-at-idp", ClientSecret: "idp-secret",
@@ -130,7 +138,8 @@ func newWarren(t *testing.T, o warrenOpts) *warren {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.srv = httptest.NewUnstartedServer(srv.HTTPHandler(mcp.HTTPOptions{Tokens: store, OAuth: w.as}))
+	httpOpts.OAuth = w.as
+	w.srv = httptest.NewUnstartedServer(srv.HTTPHandler(httpOpts))
 	w.srv.Listener.Close()
 	w.srv.Listener = ln
 	w.srv.Start()
