@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/x509"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -28,6 +30,10 @@ func oauthFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "oidc-allow", EnvVars: []string{"WARREN_OIDC_ALLOW"},
 			Usage: "who may sign in: a user (alice@example.com) or a domain (@example.com); repeatable; required with --oidc-issuer"},
 		&cli.DurationFlag{Name: "oauth-access-ttl", Value: oauth.DefaultAccessTTL, Usage: "how long an OAuth access token works before the client refreshes it"},
+		// Tests only: lets warren fetch client ID metadata documents from
+		// the test's TLS server on loopback, which a real server must
+		// never do on a client's say-so.
+		&cli.StringFlag{Name: "oauth-test-fetch-ca", Hidden: true, Usage: "tests only: trust this PEM CA and allow loopback for client ID metadata documents"},
 	}
 }
 
@@ -46,10 +52,22 @@ func openOAuth(c *cli.Context, svc *services, authMode string, console *web.Cons
 	if authMode != "token" {
 		return nil, cli.Exit("--public-url (OAuth) needs --auth token", 2)
 	}
-	if c.Duration("oauth-access-ttl") < time.Minute || c.Duration("oauth-access-ttl") > 24*time.Hour {
-		return nil, cli.Exit("--oauth-access-ttl must be between 1m and 24h", 2)
+	if c.Duration("oauth-access-ttl") < 5*time.Second || c.Duration("oauth-access-ttl") > 24*time.Hour {
+		return nil, cli.Exit("--oauth-access-ttl must be between 5s and 24h", 2)
 	}
 	opts := oauth.Options{PublicURL: public, Log: svc.log, AccessTTL: c.Duration("oauth-access-ttl")}
+	if f := c.String("oauth-test-fetch-ca"); f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		opts.Fetch.RootCAs = x509.NewCertPool()
+		if !opts.Fetch.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, cli.Exit("--oauth-test-fetch-ca: no PEM certificate in "+f, 2)
+		}
+		opts.Fetch.AllowLoopback = true
+		svc.log.Warn().Msg("--oauth-test-fetch-ca: client ID metadata documents may be fetched from loopback (tests only)")
+	}
 	if c.String("oidc-issuer") != "" {
 		opts.Upstream = &oauth.UpstreamConfig{Issuer: c.String("oidc-issuer"), ClientID: c.String("oidc-client-id"),
 			ClientSecret: c.String("oidc-client-secret"), Claim: c.String("oidc-claim"), Allow: c.StringSlice("oidc-allow")}

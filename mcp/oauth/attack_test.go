@@ -28,7 +28,7 @@ func TestNoCodeWithoutPKCE(t *testing.T) {
 			t.Errorf("%s: %d to %q, want a redirect with error=invalid_request and no code", name, status, loc)
 		}
 	}
-	if n := w.idp.signIns(); n != 0 {
+	if n := w.idp.SignIns(); n != 0 {
 		t.Errorf("requests without PKCE sent the browser to sign in %d times", n)
 	}
 	q := w.approve(newBrowser(t, a.redirect), a, challenge, "s")
@@ -84,7 +84,7 @@ func TestUnregisteredRedirectURIRefusedBeforeAnyRedirect(t *testing.T) {
 			t.Errorf("redirect_uri %s: %d, Location %q", evil, status, loc)
 		}
 	}
-	if n := w.idp.signIns(); n != 0 {
+	if n := w.idp.SignIns(); n != 0 {
 		t.Errorf("refused requests sent the browser to sign in %d times", n)
 	}
 	// An unknown client is refused the same way.

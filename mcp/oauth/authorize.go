@@ -306,7 +306,6 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		s.opts.Log.Warn().Err(err).Msg("oauth: prune codes")
 	}
 	s.opts.Log.Info().Str("client_id", req.ClientID).Str("user", user).Msg("oauth: access approved")
-	s.setFormAction(w, req.RedirectURI)
 	s.redirectBack(w, r, req, url.Values{"code": {code}})
 }
 
@@ -332,12 +331,8 @@ func (s *Server) consentUser(r *http.Request, req authRequest) (string, error) {
 	return user, nil
 }
 
-// setFormAction allows the consent form's answer to be redirected to the
-// client: browsers apply form-action to the redirect after a form POST.
-func (s *Server) setFormAction(w http.ResponseWriter, redirect string) {
-	w.Header().Set("Content-Security-Policy", pageCSP(formTarget(redirect)))
-}
-
+// formTarget is the CSP source of a redirect URI: its origin, or its
+// scheme for a native app's own scheme.
 func formTarget(redirect string) string {
 	u, err := url.Parse(redirect)
 	if err != nil {

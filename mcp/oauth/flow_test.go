@@ -84,8 +84,8 @@ func TestSignInApproveUseRefreshRevoke(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("authorize: %d %s", status, page)
 	}
-	if w.idp.signIns() != 1 {
-		t.Fatalf("the browser signed in at the provider %d times, want 1", w.idp.signIns())
+	if w.idp.SignIns() != 1 {
+		t.Fatalf("the browser signed in at the provider %d times, want 1", w.idp.SignIns())
 	}
 	for _, want := range []string{"Test Agent", "alice@example.com", "http://127.0.0.1:9/callback", "its own claim"} {
 		if !strings.Contains(page, want) {
@@ -115,8 +115,8 @@ func TestSignInApproveUseRefreshRevoke(t *testing.T) {
 	}
 
 	// A second authorization in the same browser needs no new sign-in.
-	if status, _, page := b.get(a.authorizeURL(w, challenge, "state-2")); status != http.StatusOK || !strings.Contains(page, "alice@example.com") || w.idp.signIns() != 1 {
-		t.Fatalf("second authorization: %d, sign-ins %d", status, w.idp.signIns())
+	if status, _, page := b.get(a.authorizeURL(w, challenge, "state-2")); status != http.StatusOK || !strings.Contains(page, "alice@example.com") || w.idp.SignIns() != 1 {
+		t.Fatalf("second authorization: %d, sign-ins %d", status, w.idp.SignIns())
 	}
 
 	// Expiry, then a refresh that rotates.
@@ -183,7 +183,7 @@ func TestUpstreamAllowList(t *testing.T) {
 		status   int
 	}{{"mallory@evil.test", true, http.StatusForbidden}, {"alice@example.com.evil.test", true, http.StatusForbidden},
 		{"eve@example.com", false, http.StatusBadGateway}, {"bob@partner.test", true, http.StatusOK}} {
-		w.idp.setUser(c.user, c.verified)
+		w.idp.SetUser(c.user, c.verified)
 		status, _, page := newBrowser(t, a.redirect).get(a.authorizeURL(w, challenge, "s"))
 		if status != c.status {
 			t.Errorf("%s (verified %v): %d, want %d: %s", c.user, c.verified, status, c.status, page)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/mcp/oauth"
+	"github.com/warrenhq/warren/mcp/oauth/oauthtest"
 	"github.com/warrenhq/warren/mcp/tokens"
 	"github.com/warrenhq/warren/web"
 )
@@ -33,13 +34,13 @@ import (
 // MCP endpoint, personal access tokens and the authorization server, on a
 // real SQLite file, signing people in at a test OpenID provider.
 type warren struct {
-	t      *testing.T
-	url    string
-	db     *sql.DB
-	tokens *tokens.Store
-	as     *oauth.Server
-	idp    *provider
-	logs   *syncBuffer
+	t       *testing.T
+	url     string
+	db      *sql.DB
+	tokens  *tokens.Store
+	as      *oauth.Server
+	idp     *oauthtest.Provider
+	logs    *syncBuffer
 	clock   *clock
 	srv     *httptest.Server
 	console *web.Console
@@ -127,8 +128,8 @@ func newWarren(t *testing.T, o warrenOpts) *warren {
 		}
 		opts.Console, httpOpts.Console = w.console, w.console
 	} else {
-		w.idp = newProvider(t, "alice@example.com")
-		opts.Upstream = &oauth.UpstreamConfig{Issuer: w.idp.url, ClientID: "warren-at-idp", ClientSecret: "idp-secret",
+		w.idp = oauthtest.NewProvider(t, "alice@example.com")
+		opts.Upstream = &oauth.UpstreamConfig{Issuer: w.idp.URL, ClientID: oauthtest.ClientID, ClientSecret: oauthtest.ClientSecret,
 			Allow: []string{"@example.com", "bob@partner.test"}}
 	}
 	if w.as, err = oauth.New(ctx, db, opts); err != nil {

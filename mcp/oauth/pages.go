@@ -28,7 +28,10 @@ func pageCSP(extra string) string {
 func pageHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", pageCSP(""))
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: with no-referrer browsers send the
+	// consent form's POST with "Origin: null", and the origin check
+	// needs the real one. Other origins get no referrer.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
@@ -101,6 +104,9 @@ func (s *Server) consentPage(w http.ResponseWriter, c *Client, id string, req au
 		d.Name = "an unnamed application"
 	}
 	pageHeaders(w.Header())
+	// Browsers check the redirect after the form's POST against this
+	// page's form-action: the client's redirect URI is allowed, no more.
+	w.Header().Set("Content-Security-Policy", pageCSP(formTarget(req.RedirectURI)))
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := pages.Execute(w, d); err != nil {
 		s.opts.Log.Error().Err(err).Msg("oauth: consent page")
