@@ -128,7 +128,7 @@ func signInAndApprove(t *testing.T, authURL, wantOnPage string) {
 	// client's page is there.
 	for range 400 {
 		var text string
-		if chromedp.Run(b.ctx, chromedp.Evaluate(`document.body ? document.body.innerText : ""`, &text)) == nil && strings.Contains(text, "signed in") {
+		if chromedp.Run(b.ctx, chromedp.Evaluate(`location.search.includes("code=") && document.readyState === "complete" ? "landed" : ""`, &text)) == nil && text == "landed" {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
