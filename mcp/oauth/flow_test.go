@@ -3,6 +3,7 @@ package oauth_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -188,5 +189,44 @@ func TestUpstreamAllowList(t *testing.T) {
 		if status != c.status {
 			t.Errorf("%s (verified %v): %d, want %d: %s", c.user, c.verified, status, c.status, page)
 		}
+	}
+}
+
+// A person taken off the allow list keeps nothing: the server restarted
+// with the shorter list refuses their refresh, and revokes what they hold.
+func TestRefreshRefusedWhenNoLongerAllowed(t *testing.T) {
+	db := openDB(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	w := newWarren(t, warrenOpts{db: db, listener: ln})
+	a, tok := w.fullFlow("http://127.0.0.1:9/cb")
+	w.srv.Close()
+
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := newWarren(t, warrenOpts{db: db, listener: ln, allow: []string{"bob@partner.test"}})
+	status, out := later.tokenCall(oauth.TokenPath, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}, "client_id": {a.id}})
+	if status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+		t.Fatalf("refresh by someone no longer allowed: %d %v, want invalid_grant", status, out)
+	}
+	if status, _ := later.mcpCall(tok["access_token"].(string)); status != http.StatusUnauthorized {
+		t.Fatalf("their access token afterwards: %d, want 401", status)
+	}
+}
+
+// A refresh token is refreshed only at the resource it was issued for:
+// the same database under another public URL does not mint tokens for it.
+func TestRefreshOnlyAtItsOwnResource(t *testing.T) {
+	w := newWarren(t, warrenOpts{})
+	a, tok := w.fullFlow("http://127.0.0.1:9/cb")
+	other := newWarren(t, warrenOpts{db: w.db})
+	status, out := other.tokenCall(oauth.TokenPath, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}, "client_id": {a.id}})
+	if status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+		t.Fatalf("refresh at another resource: %d %v, want invalid_grant", status, out)
 	}
 }

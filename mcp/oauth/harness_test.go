@@ -88,6 +88,8 @@ type warrenOpts struct {
 	// withConsole: a single-user server, the web console's sign-in as
 	// the login.
 	withConsole bool
+	// allow overrides the upstream allow list.
+	allow []string
 }
 
 func openDB(t *testing.T) *sql.DB {
@@ -129,8 +131,11 @@ func newWarren(t *testing.T, o warrenOpts) *warren {
 		opts.Console, httpOpts.Console = w.console, w.console
 	} else {
 		w.idp = oauthtest.NewProvider(t, "alice@example.com")
-		opts.Upstream = &oauth.UpstreamConfig{Issuer: w.idp.URL, ClientID: oauthtest.ClientID, ClientSecret: oauthtest.ClientSecret,
-			Allow: []string{"@example.com", "bob@partner.test"}}
+		allow := o.allow
+		if allow == nil {
+			allow = []string{"@example.com", "bob@partner.test"}
+		}
+		opts.Upstream = &oauth.UpstreamConfig{Issuer: w.idp.URL, ClientID: oauthtest.ClientID, ClientSecret: oauthtest.ClientSecret, Allow: allow}
 	}
 	if w.as, err = oauth.New(ctx, db, opts); err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ func (s *Server) Authenticate(ctx context.Context, tok string) (string, error) {
 	exp := time.UnixMilli(expires)
 	// The audience: a token issued for another resource (another warren,
 	// or this one under another public URL) opens nothing here.
-	if resource != s.resource || !now.Before(exp) {
+	if resource != s.resource || !now.Before(exp) || !s.stillAllowed(user) {
 		return "", ErrBadToken
 	}
 	s.mu.Lock()
@@ -66,6 +66,12 @@ func (s *Server) Authenticate(ctx context.Context, tok string) (string, error) {
 	s.cache[h] = cachedAccess{user: user, expires: exp, checked: now}
 	s.mu.Unlock()
 	return user, nil
+}
+
+// stillAllowed reports whether user may still use the server: with an
+// upstream provider, the allow list may have shrunk since the grant.
+func (s *Server) stillAllowed(user string) bool {
+	return s.upstream == nil || s.upstream.allowed(user)
 }
 
 // token is the token endpoint.
@@ -199,6 +205,19 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 	}
 	if revoked.Valid {
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token was revoked: authorize again")
+		return
+	}
+	if resource != s.resource {
+		oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token was issued for another resource")
+		return
+	}
+	if !s.stillAllowed(user) {
+		if err := s.revokeFamily(r.Context(), family); err != nil {
+			s.clientError(w, err)
+			return
+		}
+		s.opts.Log.Info().Str("user", user).Msg("oauth: refresh refused: the user is no longer on the allow list; the authorization is revoked")
+		oauthError(w, http.StatusBadRequest, "invalid_grant", "this user may no longer use this warren")
 		return
 	}
 	now := s.opts.Now()
