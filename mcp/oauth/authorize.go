@@ -121,6 +121,11 @@ func (s *Server) startLogin(w http.ResponseWriter, r *http.Request, c *Client, r
 		req.Verifier, req.Nonce = secret(""), secret("")
 	}
 	if err := s.saveRequest(r.Context(), id, state, req); err != nil {
+		if errors.Is(err, errTooManyPending) {
+			s.opts.Log.Warn().Msg("oauth: authorization refused: " + err.Error())
+			s.errorPage(w, http.StatusServiceUnavailable, "Too many sign-ins in progress", "Try again in a few minutes.")
+			return
+		}
 		s.opts.Log.Error().Err(err).Msg("oauth: keep authorization request")
 		s.errorPage(w, http.StatusInternalServerError, "Server error", "The server log has the details.")
 		return
@@ -143,7 +148,7 @@ func (s *Server) saveRequest(ctx context.Context, id, state string, req authRequ
 		return err
 	}
 	if n >= maxPending {
-		return fmt.Errorf("%d authorization requests are pending, as many as warren keeps", maxPending)
+		return errTooManyPending
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO oauth_requests (id_hash, state_hash, data, expires_at) VALUES (?, ?, ?, ?)`,
 		hashOf(id), nullable(stateKey(state)), string(data), now.Add(requestTTL).UnixMilli())
@@ -153,6 +158,8 @@ func (s *Server) saveRequest(ctx context.Context, id, state string, req authRequ
 // maxPending bounds the authorization requests kept (anyone may start
 // one); they expire after requestTTL.
 const maxPending = 10000
+
+var errTooManyPending = fmt.Errorf("%d authorization requests are pending, as many as warren keeps", maxPending)
 
 func stateKey(state string) string {
 	if state == "" {

@@ -124,6 +124,21 @@ func (s *Server) fetchClient(ctx context.Context, id string) (*Client, error) {
 	if err != nil {
 		return nil, s.refuseDocument(id, err)
 	}
+	// A document is cached only while there is room: anyone can name any
+	// URL, and the table must not grow with them. Without the cache the
+	// document is fetched again at the token endpoint.
+	full, err := s.clientsFull(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if full {
+		var cached int
+		_ = s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM oauth_clients WHERE id = ?`, id).Scan(&cached)
+		if cached == 0 {
+			s.opts.Log.Warn().Int("max_clients", s.opts.MaxClients).Msg("oauth: client table full; a metadata document is used without caching it")
+			return c, nil
+		}
+	}
 	meta, _ := json.Marshal(c)
 	now := s.opts.Now()
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO oauth_clients (id, kind, metadata, created_at, expires_at) VALUES (?, 'cimd', ?, ?, ?)

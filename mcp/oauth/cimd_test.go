@@ -3,6 +3,7 @@ package oauth_test
 import (
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -34,6 +35,9 @@ func newDocServer(t *testing.T) *docServer {
 			_ = json.NewEncoder(w).Encode(map[string]any{"client_id": d.URL + "/client.json", "redirect_uris": []string{"http://127.0.0.1:9/cb"}})
 		case "/huge.json":
 			_, _ = w.Write([]byte(`{"client_id":"` + self + `","client_name":"` + strings.Repeat("x", 20000) + `","redirect_uris":["http://127.0.0.1:9/cb"]}`))
+		case "/any/1.json", "/any/2.json", "/any/3.json", "/any/4.json", "/any/5.json":
+			_ = json.NewEncoder(w).Encode(map[string]any{"client_id": self, "client_name": "Any " + r.URL.Path,
+				"redirect_uris": []string{"http://127.0.0.1:9/cb"}})
 		case "/moved.json":
 			http.Redirect(w, r, "/client.json", http.StatusFound)
 		default:
@@ -116,4 +120,28 @@ func TestClientDocumentFetchedCheckedAndCached(t *testing.T) {
 		t.Errorf("client_id URLs against the rules were fetched")
 	}
 	_ = url.Values{}
+}
+
+// Anyone may name any document URL, and anyone may register: together
+// they never keep more than MaxClients rows. Past the limit a document
+// still works (fetched again, not cached) and registration is refused with
+// a clear error.
+func TestClientsAreBounded(t *testing.T) {
+	d := newDocServer(t)
+	w := newWarren(t, warrenOpts{fetch: oauth.FetchOptions{RootCAs: d.pool(), AllowLoopback: true}, maxClients: 3})
+	_, challenge := pkce("n")
+	for i := 1; i <= 5; i++ {
+		a := app{id: d.URL + "/any/" + string(rune('0'+i)) + ".json", redirect: "http://127.0.0.1:9/cb"}
+		if status, _, page := newBrowser(t, a.redirect).get(a.authorizeURL(w, challenge, "s")); status != http.StatusOK {
+			t.Fatalf("document client %d: %d %s", i, status, page)
+		}
+	}
+	var n int
+	if err := w.db.QueryRow(`SELECT COUNT(*) FROM oauth_clients`).Scan(&n); err != nil || n > 3 {
+		t.Fatalf("%d clients kept (%v), want at most 3", n, err)
+	}
+	status, out := w.register(`{"client_name":"late","redirect_uris":["http://127.0.0.1:9/cb"],"token_endpoint_auth_method":"none"}`)
+	if status != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(out["error_description"]), "at most 3 clients") {
+		t.Fatalf("registration past the limit: %d %v", status, out)
+	}
 }

@@ -36,10 +36,12 @@ const (
 	maxRedirectURIs = 10
 	maxURI          = 2000
 	maxBody         = 16 << 10
-	// maxClients bounds dynamically registered clients (registration
-	// needs no login); unused ones older than a day make room.
-	maxClients = 10000
 )
+
+// DefaultMaxClients bounds dynamically registered clients and cached
+// metadata documents together (neither needs a sign-in); unused clients
+// older than a day, and expired documents, make room.
+const DefaultMaxClients = 10000
 
 var authMethods = []string{"none", "client_secret_basic", "client_secret_post"}
 
@@ -212,24 +214,36 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 // makeRoom keeps registered clients under maxClients, deleting unused
 // ones older than a day when the limit is reached.
 func (s *Server) makeRoom(ctx context.Context) error {
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM oauth_clients`).Scan(&n); err != nil {
-		return fmt.Errorf("count clients: %w", err)
+	full, err := s.clientsFull(ctx)
+	if err != nil {
+		return err
 	}
-	if n < maxClients {
-		return nil
-	}
-	dayAgo := s.opts.Now().Add(-24 * time.Hour).UnixMilli()
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM oauth_clients WHERE last_used_at IS NULL AND created_at < ?`, dayAgo); err != nil {
-		return fmt.Errorf("prune clients: %w", err)
-	}
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM oauth_clients`).Scan(&n); err != nil {
-		return fmt.Errorf("count clients: %w", err)
-	}
-	if n >= maxClients {
-		return fmt.Errorf("warren keeps at most %d registered clients and has that many: try again tomorrow, or use a client that has a client ID metadata document", maxClients)
+	if full {
+		return fmt.Errorf("warren keeps at most %d clients and has that many: try again tomorrow, or use a client that has a client ID metadata document", s.opts.MaxClients)
 	}
 	return nil
+}
+
+// clientsFull reports whether MaxClients clients are kept, after making
+// room: expired metadata documents and registered clients unused after a
+// day go first.
+func (s *Server) clientsFull(ctx context.Context) (bool, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM oauth_clients`).Scan(&n); err != nil {
+		return false, fmt.Errorf("count clients: %w", err)
+	}
+	if n < s.opts.MaxClients {
+		return false, nil
+	}
+	now := s.opts.Now()
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM oauth_clients WHERE (kind = 'cimd' AND expires_at < ?)
+		OR (kind = 'dcr' AND last_used_at IS NULL AND created_at < ?)`, now.UnixMilli(), now.Add(-24*time.Hour).UnixMilli()); err != nil {
+		return false, fmt.Errorf("prune clients: %w", err)
+	}
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM oauth_clients`).Scan(&n); err != nil {
+		return false, fmt.Errorf("count clients: %w", err)
+	}
+	return n >= s.opts.MaxClients, nil
 }
 
 func nullable(s string) any {

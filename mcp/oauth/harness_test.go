@@ -90,6 +90,8 @@ type warrenOpts struct {
 	withConsole bool
 	// allow overrides the upstream allow list.
 	allow []string
+	// maxClients overrides oauth.DefaultMaxClients.
+	maxClients int
 }
 
 func openDB(t *testing.T) *sql.DB {
@@ -122,7 +124,7 @@ func newWarren(t *testing.T, o warrenOpts) *warren {
 		}
 	}
 	w := &warren{t: t, url: "http://" + ln.Addr().String(), db: db, tokens: store, logs: logs, clock: &clock{}}
-	opts := oauth.Options{PublicURL: w.url, Fetch: o.fetch, Log: log, Now: w.clock.now, AccessTTL: time.Minute}
+	opts := oauth.Options{PublicURL: w.url, Fetch: o.fetch, Log: log, Now: w.clock.now, AccessTTL: time.Minute, MaxClients: o.maxClients}
 	httpOpts := mcp.HTTPOptions{Tokens: store}
 	if o.withConsole {
 		if w.console, err = web.New(web.Options{Tokens: store, Log: log}); err != nil {

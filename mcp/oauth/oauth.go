@@ -74,6 +74,10 @@ type Options struct {
 	AccessTTL, RefreshTTL time.Duration
 	// Fetch configures fetching client ID metadata documents.
 	Fetch FetchOptions
+	// MaxClients bounds the clients kept: registered ones and cached
+	// metadata documents (both can be made without signing in); 0 means
+	// DefaultMaxClients.
+	MaxClients int
 	// Log receives what the operator should know; never a secret.
 	Log zerolog.Logger
 	// Now is the clock; nil: time.Now.
@@ -125,6 +129,9 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Server, error) {
 	}
 	if opts.AccessTTL <= 0 {
 		opts.AccessTTL = DefaultAccessTTL
+	}
+	if opts.MaxClients <= 0 {
+		opts.MaxClients = DefaultMaxClients
 	}
 	if opts.RefreshTTL <= 0 {
 		opts.RefreshTTL = DefaultRefreshTTL
