@@ -204,6 +204,12 @@ func TestRemoteClientSignsInWithOAuth(t *testing.T) {
 			}
 		})
 	}
+	// The operator sees both grants, ended by the clients' revocations.
+	out, err := exec.Command(warrenBin, "oauth", "ls", "--data-dir", data).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SDK Test Client") || !strings.Contains(string(out), "SDK Document Client") ||
+		strings.Count(string(out), "alice@example.com") != 2 || strings.Contains(string(out), "active") {
+		t.Fatalf("warren oauth ls: %v\n%s", err, out)
+	}
 }
 
 // serveHTTPWithEnv is serveHTTP with extra environment variables (a

@@ -54,6 +54,7 @@ func newApp() *cli.App {
 			serveCommand(),
 			sessionCommand(),
 			tokenCommand(),
+			oauthCommand(),
 			taskCommand(),
 			usageCommand(),
 		},

@@ -192,3 +192,17 @@ func TestConsentPagePolicy(t *testing.T) {
 		t.Errorf("CSP %q allows inline code", csp)
 	}
 }
+
+// A client's name is shown to people (the consent page) and operators
+// ('warren oauth ls' in a terminal): terminal controls and bidirectional
+// overrides in it are dropped at registration.
+func TestClientNameCannotCarryTerminalControls(t *testing.T) {
+	w := newWarren(t, warrenOpts{})
+	status, out := w.register(`{"client_name":"Good\u001b[2J\u001b]0;pwned\u0007 App\u202e\u0000","redirect_uris":["http://127.0.0.1:9/cb"],"token_endpoint_auth_method":"none"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("register: %d %v", status, out)
+	}
+	if name := out["client_name"].(string); name != "Good[2J]0;pwned App" {
+		t.Fatalf("stored client name %q, want the controls dropped", name)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/warrenhq/warren/sessions/bound"
 )
@@ -130,7 +131,7 @@ func checkMetadata(c *Client, grantTypes, responseTypes []string) error {
 			return invalidMeta("response type %q is not supported: warren offers code", bound.String(t, bound.Name))
 		}
 	}
-	c.Name = strings.TrimSpace(bound.String(c.Name, bound.Name))
+	c.Name = strings.TrimSpace(bound.String(printable(c.Name), bound.Name))
 	if len(c.URI) > maxURI {
 		c.URI = ""
 	}
@@ -335,4 +336,15 @@ func (s *Server) clientError(w http.ResponseWriter, err error) {
 	}
 	s.opts.Log.Error().Err(err).Msg("oauth")
 	oauthError(w, http.StatusInternalServerError, "server_error", "internal error; the server log has the details")
+}
+
+// printable drops control and format characters (terminal escapes,
+// bidirectional overrides) from a name people and operators are shown.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, s)
 }

@@ -230,3 +230,32 @@ func TestRefreshOnlyAtItsOwnResource(t *testing.T) {
 		t.Fatalf("refresh at another resource: %d %v, want invalid_grant", status, out)
 	}
 }
+
+// The operator lists grants (who, which client) and revokes one: its
+// tokens stop working, the refresh too.
+func TestOperatorListsAndRevokesGrants(t *testing.T) {
+	w := newWarren(t, warrenOpts{})
+	a, tok := w.fullFlow("http://127.0.0.1:9/cb")
+	ctx := context.Background()
+	grants, err := oauth.ListGrants(ctx, w.db, w.clock.now())
+	if err != nil || len(grants) != 1 || grants[0].User != "alice@example.com" || grants[0].ClientName != "Test Agent" || !grants[0].Active {
+		t.Fatalf("grants: %+v %v", grants, err)
+	}
+	if err := oauth.RevokeGrant(ctx, w.db, grants[0].ID[:3], w.clock.now()); err == nil {
+		t.Fatal("a 3-character prefix was accepted")
+	}
+	if err := oauth.RevokeGrant(ctx, w.db, grants[0].ID[:8], w.clock.now()); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.advance(6 * time.Second) // past the server's 5 s trust in a checked token
+	if status, _ := w.mcpCall(tok["access_token"].(string)); status != http.StatusUnauthorized {
+		t.Fatalf("/mcp after the operator revoked the grant: %d", status)
+	}
+	status, out := w.tokenCall(oauth.TokenPath, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}, "client_id": {a.id}})
+	if status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+		t.Fatalf("refresh after the operator revoked the grant: %d %v", status, out)
+	}
+	if grants, _ := oauth.ListGrants(ctx, w.db, w.clock.now()); len(grants) != 1 || grants[0].Active {
+		t.Fatalf("after revocation: %+v, want the grant listed as ended", grants)
+	}
+}
