@@ -206,3 +206,38 @@ func TestClientNameCannotCarryTerminalControls(t *testing.T) {
 		t.Fatalf("stored client name %q, want the controls dropped", name)
 	}
 }
+
+// Two redemptions of one code racing (an intercepted code replayed at
+// once): at most one gets tokens, and the loser's attempt revokes them.
+func TestConcurrentCodeRedemptionsIssueAtMostOnce(t *testing.T) {
+	w := newWarren(t, warrenOpts{})
+	a := w.newApp("http://127.0.0.1:9/cb")
+	verifier, challenge := pkce("p")
+	q := w.approve(newBrowser(t, a.redirect), a, challenge, "s")
+	type result struct {
+		status int
+		tok    map[string]any
+	}
+	results := make(chan result, 8)
+	for range 8 {
+		go func() {
+			status, tok := w.redeem(a, q.Get("code"), verifier)
+			results <- result{status, tok}
+		}()
+	}
+	var issued []string
+	for range 8 {
+		r := <-results
+		if r.status == http.StatusOK {
+			issued = append(issued, r.tok["access_token"].(string))
+		}
+	}
+	if len(issued) > 1 {
+		t.Fatalf("%d concurrent redemptions of one code got tokens", len(issued))
+	}
+	for _, tok := range issued {
+		if status, _ := w.mcpCall(tok); status != http.StatusUnauthorized {
+			t.Fatalf("the token of a code redeemed several times still works: %d", status)
+		}
+	}
+}

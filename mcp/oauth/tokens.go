@@ -136,16 +136,24 @@ func (s *Server) redeemCode(w http.ResponseWriter, r *http.Request, c *Client) {
 		return
 	}
 	now := s.opts.Now()
-	// Mark the code used first, in one statement: of two concurrent
-	// redemptions exactly one wins.
-	res, err := s.db.ExecContext(r.Context(), `UPDATE oauth_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL`, now.UnixMilli(), hashOf(code))
+	// The code is marked used and its tokens stored in one transaction: of
+	// two concurrent redemptions exactly one marks it, and the other, which
+	// waits for that transaction, then finds the tokens to revoke.
+	tx, err := s.db.BeginTx(r.Context(), nil)
+	if err != nil {
+		s.clientError(w, err)
+		return
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	res, err := tx.ExecContext(r.Context(), `UPDATE oauth_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL`, now.UnixMilli(), hashOf(code))
 	if err != nil {
 		s.clientError(w, err)
 		return
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
+		_ = tx.Rollback()
 		// A second use: the code leaked. What the first use issued is
-		// revoked (RFC 6749 §4.1.2, OAuth 2.1 §4.1.3).
+		// revoked (OAuth 2.1 §4.1.3).
 		if err := s.revokeFamily(r.Context(), family); err != nil {
 			s.clientError(w, err)
 			return
@@ -154,22 +162,31 @@ func (s *Server) redeemCode(w http.ResponseWriter, r *http.Request, c *Client) {
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "this authorization code was already used: the tokens it issued are revoked")
 		return
 	}
+	var refuse string
 	switch {
 	case clientID != c.ID:
-		oauthError(w, http.StatusBadRequest, "invalid_grant", "the authorization code was issued to another client")
+		refuse = "the authorization code was issued to another client"
 	case now.UnixMilli() >= expires:
-		oauthError(w, http.StatusBadRequest, "invalid_grant", "the authorization code has expired: authorize again")
+		refuse = "the authorization code has expired: authorize again"
 	case r.PostForm.Get("redirect_uri") != "" && r.PostForm.Get("redirect_uri") != redirect:
-		oauthError(w, http.StatusBadRequest, "invalid_grant", "redirect_uri differs from the authorization request's")
+		refuse = "redirect_uri differs from the authorization request's"
 	case !verifierMatches(r.PostForm.Get("code_verifier"), challenge):
-		oauthError(w, http.StatusBadRequest, "invalid_grant", "code_verifier does not match the code_challenge (PKCE S256)")
-	default:
-		if err := s.checkResource(r.PostForm.Get("resource")); err != nil {
+		refuse = "code_verifier does not match the code_challenge (PKCE S256)"
+	}
+	if refuse != "" || s.checkResource(r.PostForm.Get("resource")) != nil {
+		// A code is worth one attempt: a wrong one uses it up.
+		if err := tx.Commit(); err != nil {
 			s.clientError(w, err)
 			return
 		}
-		s.issue(w, r.Context(), family, c.ID, user, resource, scope)
+		if refuse == "" {
+			s.clientError(w, s.checkResource(r.PostForm.Get("resource")))
+			return
+		}
+		oauthError(w, http.StatusBadRequest, "invalid_grant", refuse)
+		return
 	}
+	s.issue(w, r.Context(), tx, family, c.ID, user, resource, scope)
 }
 
 // verifierMatches checks PKCE S256 (RFC 7636): BASE64URL(SHA256(verifier))
@@ -221,12 +238,24 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 		return
 	}
 	now := s.opts.Now()
-	res, err := s.db.ExecContext(r.Context(), `UPDATE oauth_tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL`, now.UnixMilli(), h)
+	if err := s.checkResource(r.PostForm.Get("resource")); err != nil {
+		s.clientError(w, err)
+		return
+	}
+	// Used and replaced in one transaction (see redeemCode).
+	tx, err := s.db.BeginTx(r.Context(), nil)
+	if err != nil {
+		s.clientError(w, err)
+		return
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	res, err := tx.ExecContext(r.Context(), `UPDATE oauth_tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL`, now.UnixMilli(), h)
 	if err != nil {
 		s.clientError(w, err)
 		return
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
+		_ = tx.Rollback()
 		// Reuse of a rotated refresh token: someone holds a copy. Revoke
 		// the family, so that neither copy works.
 		if err := s.revokeFamily(r.Context(), family); err != nil {
@@ -238,26 +267,18 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 		return
 	}
 	if now.UnixMilli() >= expires {
+		_ = tx.Commit()
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token has expired: authorize again")
 		return
 	}
-	if err := s.checkResource(r.PostForm.Get("resource")); err != nil {
-		s.clientError(w, err)
-		return
-	}
-	s.issue(w, r.Context(), family, c.ID, user, resource, scope)
+	s.issue(w, r.Context(), tx, family, c.ID, user, resource, scope)
 }
 
-// issue stores and answers a new access token and refresh token.
-func (s *Server) issue(w http.ResponseWriter, ctx context.Context, family, clientID, user, resource, scope string) {
+// issue stores, in tx, a new access token and refresh token, commits tx
+// and answers them.
+func (s *Server) issue(w http.ResponseWriter, ctx context.Context, tx *sql.Tx, family, clientID, user, resource, scope string) {
 	access, refresh := secret(accessPrefix), secret(refreshPrefix)
 	now := s.opts.Now()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		s.clientError(w, err)
-		return
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	for _, t := range []struct {
 		tok, kind string
 		ttl       time.Duration
