@@ -49,6 +49,7 @@ func newApp() *cli.App {
 			serveCommand(),
 			sessionCommand(),
 			tokenCommand(),
+			oauthCommand(),
 			taskCommand(),
 			usageCommand(),
 			migrateCommand(),

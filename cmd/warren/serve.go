@@ -53,7 +53,7 @@ func serveCommand() *cli.Command {
 			{
 				Name:  "http",
 				Usage: "serve MCP over streamable HTTP at /mcp (other agents, the web console)",
-				Flags: append(common(),
+				Flags: append(append(common(),
 					&cli.StringFlag{Name: "addr", Value: "127.0.0.1:7373", Usage: "address to listen on"},
 					&cli.StringFlag{Name: "auth", Value: "token", Usage: "token (bearer tokens, see 'warren token') or none (loopback only, single local user)"},
 					&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address"},
@@ -63,7 +63,7 @@ func serveCommand() *cli.Command {
 					&cli.IntFlag{Name: "max-conns-per-user", Value: mcp.DefaultConnsPerUser, Usage: "connections one authenticated user may hold open (through a --trusted-proxy: requests in flight); more are answered 503; 0: no limit"},
 					&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "address or CIDR network of a reverse proxy in front of warren: X-Forwarded-For is read from it (and only from it) to limit its clients per address; repeatable"},
 					&cli.DurationFlag{Name: "body-timeout", Value: mcp.DefaultBodyTimeout, Usage: "how long a request body may take to arrive (responses are not limited)"},
-				),
+				), oauthFlags()...),
 				Action: runServeHTTP,
 			},
 		},
@@ -277,6 +277,9 @@ func runServeHTTP(c *cli.Context) error {
 		return err
 	}
 	opts.Console = console
+	if opts.OAuth, err = openOAuth(c, svc, authMode, console); err != nil { // serve_oauth.go
+		return err
+	}
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -312,6 +315,9 @@ func runServeHTTP(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "Web console (the link signs one browser in as %s, once): %s\n", opts.LocalUser, consoleURL)
 	} else {
 		fmt.Fprintf(c.App.Writer, "Web console: %s\n", consoleURL)
+	}
+	if opts.OAuth != nil {
+		printOAuth(c.App.Writer, opts.OAuth, c.String("oidc-issuer"))
 	}
 	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
 
