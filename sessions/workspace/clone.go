@@ -73,6 +73,10 @@ func clone(ctx context.Context, spec Spec, o origin, recorded string) (Prepared,
 		os.RemoveAll(spec.Dir)
 		return Prepared{}, fmt.Errorf("clone %s: %w", o.shown, err)
 	}
+	if err := keepBase(repo, head.Hash(), spec.KeepBaseIn); err != nil {
+		os.RemoveAll(spec.Dir)
+		return Prepared{}, err
+	}
 	fmt.Fprintf(progress, "checked out %s\n", head.Hash())
 	return Prepared{Mode: Clone, Dir: spec.Dir, Source: recorded, Commit: head.Hash().String()}, nil
 }
@@ -82,7 +86,7 @@ func clone(ctx context.Context, spec Spec, o origin, recorded string) (Prepared,
 func fetchInto(ctx context.Context, spec Spec, o origin, progress io.Writer) (*git.Repository, error) {
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	refs, err := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{o.url}}).
-		ListContext(lctx, &git.ListOptions{})
+		ListContext(lctx, &git.ListOptions{Auth: spec.Auth})
 	cancel()
 	if err != nil {
 		return nil, cloneError(ctx, o, err)
@@ -94,7 +98,7 @@ func fetchInto(ctx context.Context, spec Spec, o origin, progress io.Writer) (*g
 			return nil, invalid("ref %q is not a branch, tag or commit of %s", spec.Ref, o.shown)
 		}
 	}
-	opts := &git.CloneOptions{URL: o.url, Progress: progress}
+	opts := &git.CloneOptions{URL: o.url, Progress: progress, Auth: spec.Auth}
 	if name == "" && spec.Ref != "" {
 		opts.NoCheckout = true // a commit: the whole history, then check out
 	} else {
