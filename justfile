@@ -24,6 +24,7 @@ test-deps: deps
     missing=()
     command -v git >/dev/null || missing+=(git)
     command -v curl >/dev/null || missing+=(curl ca-certificates)
+    [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
     command -v chromium >/dev/null || missing+=(chromium fonts-liberation)
     if [ ${#missing[@]} -gt 0 ]; then
       if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}";

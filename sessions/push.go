@@ -31,7 +31,7 @@ type PushBase struct {
 	// Incomplete lists what the snapshot left out (see
 	// workspace.Audit.SnapshotForPush); a push refuses when it is not empty.
 	Incomplete []string
-	Policy   workspace.Policy
+	Policy     workspace.Policy
 }
 
 // WithPushBase snapshots user's session id into its audit repository and

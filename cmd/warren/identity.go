@@ -76,7 +76,7 @@ func identityCommand() *cli.Command {
 		Usage: "git identities: the key or token a session clones and pushes with, and the author of its commits",
 		Subcommands: []*cli.Command{
 			{Name: "create", Usage: "generate an Ed25519 key and store a new identity; prints its public key (last line)",
-				Flags: append(newFlags(), &cli.BoolFlag{Name: "no-key", Usage: "no SSH key: the identity has a token only"}),
+				Flags:  append(newFlags(), &cli.BoolFlag{Name: "no-key", Usage: "no SSH key: the identity has a token only"}),
 				Action: runIdentityCreate},
 			{Name: "import", Usage: "store a new identity with an existing private key (a passphrase is asked on the terminal, or read as the first line of stdin)",
 				ArgsUsage: "KEY_FILE", Flags: newFlags(), Action: runIdentityImport},

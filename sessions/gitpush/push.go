@@ -48,7 +48,9 @@ const (
 	pushTimout = 10 * time.Minute
 )
 
-func invalidf(format string, a ...any) error { return errs.New(errs.Invalid, fmt.Sprintf(format, a...)) }
+func invalidf(format string, a ...any) error {
+	return errs.New(errs.Invalid, fmt.Sprintf(format, a...))
+}
 
 // CloneAuth opens owner's identity name for a clone of source: the
 // returned auth holds the key or token in memory. notice is told of a

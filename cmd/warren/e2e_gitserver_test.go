@@ -1,0 +1,147 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/warrenhq/warren/sessions/workspace/gittest"
+)
+
+// bareRepo makes a bare repository with one commit on main (README.md,
+// lib/util.go) and returns its path, a function running git in it, and the
+// commit.
+func bareRepo(t testing.TB) (string, func(...string) string, string) {
+	t.Helper()
+	root := t.TempDir()
+	bare := filepath.Join(root, "repo.git")
+	gittest.Git(t, root)("init", "-q", "--bare", "-b", "main", bare)
+	work := filepath.Join(root, "seed")
+	os.Mkdir(work, 0o755)
+	g := gittest.Git(t, work)
+	g("init", "-q", "-b", "main")
+	gittest.Write(t, work, "README.md", "hello from upstream\n")
+	gittest.Write(t, work, "lib/util.go", "package lib\n")
+	g("add", "-A")
+	g("commit", "-qm", "upstream: first")
+	g("push", "-q", bare, "main")
+	return bare, gittest.Git(t, bare), g("rev-parse", "HEAD")
+}
+
+// sshServer is Debian's openssh-server run by the test as the current
+// user on a loopback port, serving git through git-shell only.
+type sshServer struct {
+	port    int
+	dir     string
+	user    string
+	hostPub ssh.PublicKey
+	cmd     *exec.Cmd
+}
+
+// startSSHD starts sshd with a fresh host key; authorized is the
+// authorized_keys line (a warren identity's public key).
+func startSSHD(t testing.TB, authorized string) *sshServer {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sshServer{dir: t.TempDir(), user: u.Username}
+	if err := os.WriteFile(filepath.Join(s.dir, "authorized_keys"), []byte(authorized+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// sshd's privilege separation directory; a Debian install makes it at
+	// boot, a fresh container may not have it.
+	if _, err := os.Stat("/run/sshd"); os.IsNotExist(err) && os.Geteuid() == 0 {
+		os.MkdirAll("/run/sshd", 0o755)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.port = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	s.restart(t)
+	return s
+}
+
+// restart (re)starts sshd on the same port with a new host key.
+func (s *sshServer) restart(t testing.TB) {
+	t.Helper()
+	s.stop()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKey(priv, "test host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey := filepath.Join(s.dir, "host_key")
+	os.Remove(hostKey)
+	if err := os.WriteFile(hostKey, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.hostPub, _ = ssh.NewPublicKey(priv.Public())
+	cfg := fmt.Sprintf(`Port %d
+ListenAddress 127.0.0.1
+HostKey %s
+PidFile none
+AuthorizedKeysFile %s
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowTcpForwarding no
+X11Forwarding no
+PermitTTY no
+ForceCommand git-shell -c "$SSH_ORIGINAL_COMMAND"
+`, s.port, hostKey, filepath.Join(s.dir, "authorized_keys"))
+	cfgPath := filepath.Join(s.dir, "sshd_config")
+	os.WriteFile(cfgPath, []byte(cfg), 0o600)
+	cmd := exec.Command("/usr/sbin/sshd", "-f", cfgPath, "-D", "-e")
+	cmd.Stderr = newTestLog(t, "sshd: ")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sshd (openssh-server, installed by .ci/run): %v", err)
+	}
+	s.cmd = cmd
+	t.Cleanup(s.stop)
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.port)); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("sshd did not listen")
+}
+
+func (s *sshServer) stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// url is the ssh URL of a repository path on this server.
+func (s *sshServer) url(path string) string {
+	return fmt.Sprintf("ssh://%s@127.0.0.1:%d%s", s.user, s.port, path)
+}
+
+// lines splits git's output into lines, none for empty output.
+func lines(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSpace(s), "\n")
+}

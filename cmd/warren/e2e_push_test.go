@@ -1,0 +1,129 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/workspace/gittest"
+)
+
+// TestCloneEditPushOverSSH: a session cloned over ssh with a generated
+// identity (sshd with the identity's key in authorized_keys, git-shell),
+// edited in the jail, pushes one commit by the identity's author on top
+// of the cloned commit to warren/<session>; a second push builds on the
+// first; commits someone else pushed are never overwritten; the jail's
+// .git/config (insteadOf, sshCommand, fsmonitor, hooks, alternates)
+// changes nothing; and a changed host key is refused.
+func TestCloneEditPushOverSSH(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	pub := createIdentity(t, data, sessions.LocalUser(), "work")
+	sshd := startSSHD(t, pub)
+	bare, git, first := bareRepo(t)
+
+	c := serveStdio(t, "--data-dir", data)
+	res := c.call("session_create", map[string]any{"source": sshd.url(bare), "identity": "work"})
+	if res.IsError {
+		t.Fatalf("session_create: %s", textOf(res))
+	}
+	if !strings.Contains(textOf(res), "is now pinned") || !strings.Contains(textOf(res), ssh.FingerprintSHA256(sshd.hostPub)) {
+		t.Fatalf("first use of the host key is not shown: %s", textOf(res))
+	}
+	s := structured(t, res)
+	id := s["session_id"].(string)
+	if s["commit"] != first {
+		t.Fatalf("cloned %v, want %s", s["commit"], first)
+	}
+
+	// Edit in the jail, and plant everything a hostile workspace could use
+	// to redirect or run code in a git command on the host.
+	evil := t.TempDir()
+	r := c.exec(`printf 'made in the jail\n' > NEW.md && sed -i 's/upstream/the jail/' README.md && rm lib/util.go &&
+mkdir -p docs && echo doc > docs/a.txt &&
+git config --file .git/config url."file://` + evil + `/".insteadOf "ssh://" &&
+git config --file .git/config core.sshCommand "touch /tmp/pwned-sshcommand" &&
+git config --file .git/config core.fsmonitor "touch /tmp/pwned-fsmonitor" &&
+mkdir -p .git/hooks && printf '#!/bin/sh\ntouch /tmp/pwned-hook\n' > .git/hooks/pre-push && chmod +x .git/hooks/pre-push &&
+mkdir -p .git/objects/info && echo ` + evil + ` > .git/objects/info/alternates &&
+mkdir -p sub/.git && echo junk > sub/.git/config && echo kept > sub/file && echo ok`, "session_id", id)
+	if strings.TrimSpace(r["stdout"].(string)) != "ok" {
+		t.Fatalf("edit in the jail: %v", r)
+	}
+
+	out := c.ok("session_push", map[string]any{"session_id": id, "message": "Do the work"})
+	branch := "warren/" + id
+	if out["branch"] != branch || out["parent"] != first || !strings.Contains(out["remote"].(string), "127.0.0.1") {
+		t.Fatalf("session_push: %v", out)
+	}
+	commit := out["commit"].(string)
+	if got := git("rev-parse", branch); got != commit {
+		t.Fatalf("branch %s is at %s, the result says %s", branch, got, commit)
+	}
+	if n := git("rev-list", "--count", first+".."+branch); n != "1" {
+		t.Fatalf("%s new commits on %s, want 1", n, branch)
+	}
+	if got := git("log", "-1", "--format=%an <%ae>|%cn <%ce>|%P|%s", branch); got != "Ada Lovelace <ada@example.org>|Ada Lovelace <ada@example.org>|"+first+"|Do the work" {
+		t.Fatalf("pushed history: %q", got)
+	}
+	if got := git("show", branch+":NEW.md"); got != "made in the jail" {
+		t.Fatalf("NEW.md: %q", got)
+	}
+	if got := git("show", branch+":README.md"); got != "hello from the jail" {
+		t.Fatalf("README.md: %q", got)
+	}
+	files := git("ls-tree", "-r", "--name-only", branch)
+	if files != "NEW.md\nREADME.md\ndocs/a.txt\nsub/file" {
+		t.Fatalf("pushed tree:\n%s", files)
+	}
+	if got := git("rev-parse", "main"); got != first {
+		t.Fatalf("main moved to %s", got)
+	}
+	for _, p := range []string{"/tmp/pwned-sshcommand", "/tmp/pwned-fsmonitor", "/tmp/pwned-hook"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Fatalf("%s exists: the workspace's git config ran on the host", p)
+		}
+	}
+	fsck := gittest.Git(t, bare)
+	fsck("fsck", "--strict")
+
+	// A second push builds on the first, as a fast-forward.
+	c.exec("echo two >> NEW.md", "session_id", id)
+	out2 := c.ok("session_push", map[string]any{"session_id": id})
+	if out2["parent"] != commit || git("rev-parse", branch) != out2["commit"] {
+		t.Fatalf("second push: %v", out2)
+	}
+	c.fails("session_push", map[string]any{"session_id": id}, "nothing to push")
+
+	// Someone else pushes to the branch: warren refuses to overwrite it.
+	other := t.TempDir()
+	og := gittest.Git(t, other)
+	og("clone", "-q", "-b", branch, bare, ".")
+	gittest.Write(t, other, "theirs.txt", "not yours\n")
+	og("add", "-A")
+	og("commit", "-qm", "someone else")
+	og("push", "-q", "origin", branch)
+	theirs := og("rev-parse", "HEAD")
+	c.exec("echo three >> NEW.md", "session_id", id)
+	c.fails("session_push", map[string]any{"session_id": id}, "this session did not push")
+	if git("rev-parse", branch) != theirs {
+		t.Fatal("someone else's commit was overwritten")
+	}
+	// Another branch is fine.
+	c.ok("session_push", map[string]any{"session_id": id, "branch": "feature/x"})
+	if lines(git("log", "--format=%H", "feature/x"))[1] != first {
+		t.Fatal("feature/x does not build on the cloned commit")
+	}
+
+	// The server's host key changes: refused, nothing pushed.
+	sshd.restart(t)
+	c.exec("echo four >> NEW.md", "session_id", id)
+	c.fails("session_push", map[string]any{"session_id": id, "branch": "feature/x"}, "host key of 127.0.0.1")
+	if n := len(lines(git("log", "--format=%H", "feature/x"))); n != 2 {
+		t.Fatalf("feature/x has %d commits after a refused push", n)
+	}
+	c.fails("session_create", map[string]any{"source": sshd.url(bare), "identity": "work"}, "has changed")
+}
