@@ -5,7 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/user"
@@ -14,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/warrenhq/warren/sessions/workspace/gittest"
@@ -144,4 +149,37 @@ func lines(s string) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSpace(s), "\n")
+}
+
+// gitHTTPS serves the repositories under root with git http-backend (CGI)
+// behind a TLS server of this test, accepting only Basic auth with the
+// given token as password. It returns the server's URL and the path of
+// its certificate, for SSL_CERT_FILE.
+func gitHTTPS(t testing.TB, root, token string) (string, string) {
+	t.Helper()
+	backend := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend",
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_GLOBAL=/dev/null"}}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pw, ok := r.BasicAuth(); !ok || pw != token {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cert := filepath.Join(t.TempDir(), "cert.pem")
+	der := srv.Certificate().Raw
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv.URL, cert
+}
+
+// serveStdioLogged is serveStdio with the server's stderr also kept in log.
+func serveStdioLogged(t testing.TB, log *syncBuffer, args ...string) *client {
+	t.Helper()
+	cmd := exec.Command(warrenBin, append([]string{"serve", "stdio"}, args...)...)
+	cmd.Stderr = io.MultiWriter(newTestLog(t, "server: "), log)
+	return connect(t, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second})
 }

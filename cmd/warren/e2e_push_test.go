@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,11 +47,11 @@ func TestCloneEditPushOverSSH(t *testing.T) {
 	evil := t.TempDir()
 	r := c.exec(`printf 'made in the jail\n' > NEW.md && sed -i 's/upstream/the jail/' README.md && rm lib/util.go &&
 mkdir -p docs && echo doc > docs/a.txt &&
-git config --file .git/config url."file://` + evil + `/".insteadOf "ssh://" &&
+git config --file .git/config url."file://`+evil+`/".insteadOf "ssh://" &&
 git config --file .git/config core.sshCommand "touch /tmp/pwned-sshcommand" &&
 git config --file .git/config core.fsmonitor "touch /tmp/pwned-fsmonitor" &&
 mkdir -p .git/hooks && printf '#!/bin/sh\ntouch /tmp/pwned-hook\n' > .git/hooks/pre-push && chmod +x .git/hooks/pre-push &&
-mkdir -p .git/objects/info && echo ` + evil + ` > .git/objects/info/alternates &&
+mkdir -p .git/objects/info && echo `+evil+` > .git/objects/info/alternates &&
 mkdir -p sub/.git && echo junk > sub/.git/config && echo kept > sub/file && echo ok`, "session_id", id)
 	if strings.TrimSpace(r["stdout"].(string)) != "ok" {
 		t.Fatalf("edit in the jail: %v", r)
@@ -126,4 +129,69 @@ mkdir -p sub/.git && echo junk > sub/.git/config && echo kept > sub/file && echo
 		t.Fatalf("feature/x has %d commits after a refused push", n)
 	}
 	c.fails("session_create", map[string]any{"source": sshd.url(bare), "identity": "work"}, "has changed")
+}
+
+// TestCloneEditPushOverHTTPS: the same with a token-only identity against
+// git http-backend behind a local HTTPS server: the clone and the push log
+// in with the token; a wrong token is refused; the token never appears in
+// the server's log, a tool result, the activity log or the database.
+func TestCloneEditPushOverHTTPS(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	const token = "tok_3f9a1c7e5d2b8a6f4e0c9b1d7a3e5f2c"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
+	out := warrenCLI(t, "", "identity", "create", "--data-dir", data, "--user", sessions.LocalUser(), "--name", "web",
+		"--author-name", "Grace Hopper", "--author-email", "grace@example.org", "--no-key", "--token-file", tokenFile)
+	if strings.Contains(out, token) {
+		t.Fatal("identity create printed the token")
+	}
+	bare, git, first := bareRepo(t)
+	git("config", "http.receivepack", "true")
+	base, cert := gitHTTPS(t, filepath.Dir(bare), token)
+	t.Setenv("SSL_CERT_FILE", cert)
+	var log syncBuffer
+	c := serveStdioLogged(t, &log, "--data-dir", data)
+
+	src := base + "/" + filepath.Base(bare)
+	c.fails("session_create", map[string]any{"source": src}, "authentication")
+	s := c.ok("session_create", map[string]any{"source": src, "identity": "web", "name": "https work"})
+	id := s["session_id"].(string)
+	c.exec("echo 'over https' > https.txt && git config --file .git/config credential.helper '!echo password=stolen' && echo ok", "session_id", id)
+	res := c.call("session_push", map[string]any{"session_id": id, "branch": "topic"})
+	if res.IsError {
+		t.Fatalf("session_push: %s", textOf(res))
+	}
+	pushed := structured(t, res)
+	if git("rev-parse", "topic") != pushed["commit"] || pushed["parent"] != first {
+		t.Fatalf("push result %v, topic at %s", pushed, git("rev-parse", "topic"))
+	}
+	if got := git("log", "-1", "--format=%an <%ae>", "topic"); got != "Grace Hopper <grace@example.org>" {
+		t.Fatalf("author %q", got)
+	}
+	if got := git("show", "topic:https.txt"); got != "over https" {
+		t.Fatalf("https.txt: %q", got)
+	}
+	watch := c.call("session_watch", map[string]any{"session_id": id})
+	raw, _ := json.Marshal([]any{res, watch, s})
+	for what, text := range map[string]string{"the server's log": log.String(), "a tool result or the activity log": string(raw)} {
+		if strings.Contains(text, token) {
+			t.Fatalf("the token appears in %s", what)
+		}
+	}
+	for _, f := range []string{"warren.db", "warren.db-wal"} {
+		if b, _ := os.ReadFile(filepath.Join(data, f)); bytes.Contains(b, []byte(token)) {
+			t.Fatalf("%s holds the token in the clear", f)
+		}
+	}
+	for _, dir := range []string{"audit", "workspaces", "homes"} {
+		filepath.WalkDir(filepath.Join(data, dir), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(token)) {
+					t.Errorf("%s holds the token", p)
+				}
+			}
+			return nil
+		})
+	}
 }

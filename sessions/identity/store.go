@@ -162,15 +162,15 @@ func (s *Store) Create(ctx context.Context, opts Options) (Identity, error) {
 	if err := opts.check(); err != nil {
 		return Identity{}, err
 	}
-	var priv ed25519.PrivateKey
+	var key any // a nil ed25519.PrivateKey in an interface is not nil
 	if !opts.NoKey {
 		_, k, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
 			return Identity{}, err
 		}
-		priv = k
+		key = k
 	}
-	return s.insert(ctx, opts, priv)
+	return s.insert(ctx, opts, key)
 }
 
 // ErrPassphrase says an imported key is encrypted and needs its passphrase.
