@@ -24,13 +24,13 @@ import (
 	"github.com/warrenhq/warren/sessions/workspace/gittest"
 )
 
-// bareRepo makes a bare repository with one commit on main (README.md,
+// bareRepo makes a bare repository (.../org/repo.git) with one commit on main (README.md,
 // lib/util.go) and returns its path, a function running git in it, and the
 // commit.
 func bareRepo(t testing.TB) (string, func(...string) string, string) {
 	t.Helper()
 	root := t.TempDir()
-	bare := filepath.Join(root, "repo.git")
+	bare := filepath.Join(root, "org", "repo.git")
 	gittest.Git(t, root)("init", "-q", "--bare", "-b", "main", bare)
 	work := filepath.Join(root, "seed")
 	os.Mkdir(work, 0o755)

@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -148,12 +152,12 @@ func TestCloneEditPushOverHTTPS(t *testing.T) {
 	}
 	bare, git, first := bareRepo(t)
 	git("config", "http.receivepack", "true")
-	base, cert := gitHTTPS(t, filepath.Dir(bare), token)
+	base, cert := gitHTTPS(t, filepath.Dir(filepath.Dir(bare)), token)
 	t.Setenv("SSL_CERT_FILE", cert)
 	var log syncBuffer
 	c := serveStdioLogged(t, &log, "--data-dir", data)
 
-	src := base + "/" + filepath.Base(bare)
+	src := base + "/org/repo.git"
 	c.fails("session_create", map[string]any{"source": src}, "authentication")
 	s := c.ok("session_create", map[string]any{"source": src, "identity": "web", "name": "https work"})
 	id := s["session_id"].(string)
@@ -172,6 +176,29 @@ func TestCloneEditPushOverHTTPS(t *testing.T) {
 	if got := git("show", "topic:https.txt"); got != "over https" {
 		t.Fatalf("https.txt: %q", got)
 	}
+	// Another user, over HTTP on the same data: cannot push the session,
+	// nor see or use the identity.
+	srv := serveHTTP(t, "--data-dir", data)
+	bob := connectHTTP(t, srv, createToken(t, data, "bob"))
+	bob.fails("session_push", map[string]any{"session_id": id, "branch": "bob"}, "not found")
+	bob.fails("session_push", map[string]any{"session_id": id, "identity": "web"}, "not found")
+	if got := bob.ok("identity_list", map[string]any{}); len(got["identities"].([]any)) != 0 {
+		t.Fatalf("bob lists %v", got)
+	}
+	bob.fails("session_create", map[string]any{"source": src, "identity": "web"}, `no identity named "web"`)
+	if _, err := exec.Command("git", "-C", bare, "rev-parse", "--verify", "-q", "refs/heads/bob").Output(); err == nil {
+		t.Fatal("bob pushed a branch")
+	}
+
+	// The CLI pushes too, with the identity the session was made with.
+	c.exec("echo cli >> https.txt", "session_id", id)
+	cli := warrenCLI(t, "", "session", "push", "--data-dir", data, "--branch", "topic", "--json", id)
+	var viaCLI map[string]any
+	if err := json.Unmarshal([]byte(cli), &viaCLI); err != nil || viaCLI["parent"] != pushed["commit"] ||
+		git("rev-parse", "topic") != viaCLI["commit"] {
+		t.Fatalf("warren session push: %v %s", err, cli)
+	}
+
 	watch := c.call("session_watch", map[string]any{"session_id": id})
 	raw, _ := json.Marshal([]any{res, watch, s})
 	for what, text := range map[string]string{"the server's log": log.String(), "a tool result or the activity log": string(raw)} {
@@ -193,5 +220,61 @@ func TestCloneEditPushOverHTTPS(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// TestPushOpensPullRequest: session_push with pull_request opens one
+// through the forge's REST API (a fake GitHub API of this test: the real
+// one cannot be reached here) with the identity's token, returns its URL,
+// and task_update done links the task to it without being told.
+func TestPushOpensPullRequest(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	const token = "ghp_fakeTokenForTheFakeGitHub0123456789"
+	type prCall struct {
+		Auth, Path string
+		Body       map[string]string
+	}
+	calls := make(chan prCall, 4)
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]string
+		json.NewDecoder(r.Body).Decode(&body)
+		calls <- prCall{Auth: r.Header.Get("Authorization"), Path: r.Method + " " + r.URL.Path, Body: body}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"number": 7, "html_url": "https://github.example/org/repo/pull/7"}`)
+	}))
+	defer api.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte(token), 0o600)
+	warrenCLI(t, "", "identity", "create", "--data-dir", data, "--user", sessions.LocalUser(), "--name", "gh",
+		"--author-name", "Grace Hopper", "--author-email", "grace@example.org", "--no-key", "--token-file", tokenFile,
+		"--forge-url", api.URL)
+	bare, git, _ := bareRepo(t)
+	git("config", "http.receivepack", "true")
+	base, cert := gitHTTPS(t, filepath.Dir(filepath.Dir(bare)), token)
+	t.Setenv("SSL_CERT_FILE", cert) // httptest's TLS servers share one certificate
+
+	c := serveStdio(t, "--data-dir", data)
+	id := c.ok("session_create", map[string]any{"source": base + "/org/repo.git", "identity": "gh"})["session_id"].(string)
+	task := c.ok("task_add", map[string]any{"title": "Write the greeting"})["task"].(map[string]any)["id"].(string)
+	c.ok("task_claim", map[string]any{"task_id": task, "session_id": id})
+	c.exec("echo hi > greeting.txt", "session_id", id)
+	out := c.ok("session_push", map[string]any{"session_id": id, "branch": "greeting",
+		"pull_request": map[string]any{"title": "Add a greeting", "body": "Made in warren."}})
+	if out["pull_request"] != "https://github.example/org/repo/pull/7" {
+		t.Fatalf("session_push: %v", out)
+	}
+	got := <-calls
+	want := prCall{Auth: "Bearer " + token, Path: "POST /repos/org/repo/pulls",
+		Body: map[string]string{"head": "greeting", "base": "main", "title": "Add a greeting", "body": "Made in warren."}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the forge got %+v, want %+v", got, want)
+	}
+	if git("show", "greeting:greeting.txt") != "hi" {
+		t.Fatal("the branch was not pushed")
+	}
+	done := c.ok("task_update", map[string]any{"task_id": task, "status": "done", "session_id": id})
+	if link := done["task"].(map[string]any)["link"]; link != "https://github.example/org/repo/pull/7" {
+		t.Fatalf("task_update done linked %v, not the pull request", link)
 	}
 }
