@@ -138,7 +138,7 @@ func taskUpdate(d *deps) Tool {
 		change := tasks.Change{Status: tasks.Status(in.Status), Note: in.Note, Link: in.Link}
 		if change.Status == tasks.StatusDone && change.Link == "" && d.git != nil {
 			// The session's last push is what completes the task.
-			if r, ok, err := d.git.Store.LastPush(ctx, holder.Session); err == nil && ok {
+			if r, ok, err := d.git.Store.LastPush(ctx, holder.Session); err == nil && ok && len(r.Link()) <= 2000 {
 				change.Link = r.Link()
 			}
 		}

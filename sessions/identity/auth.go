@@ -21,6 +21,9 @@ func init() {
 	gitssh.DefaultSSHConfig = nil
 }
 
+// maxRemote bounds a remote URL (as sessions bound a source).
+const maxRemote = 4 << 10
+
 // Remote is a parsed git remote: what go-git dials and how it logs in.
 type Remote struct {
 	URL      string // as given
@@ -30,6 +33,9 @@ type Remote struct {
 
 // ParseRemote reads an ssh://, scp-like (git@host:path) or https:// URL.
 func ParseRemote(raw string) (Remote, error) {
+	if len(raw) > maxRemote {
+		return Remote{}, errs.New(errs.Invalid, fmt.Sprintf("remote is %d bytes; a git URL is at most %d", len(raw), maxRemote))
+	}
 	ep, err := transport.NewEndpoint(raw)
 	if err != nil {
 		return Remote{}, errs.New(errs.Invalid, fmt.Sprintf("remote %q is not a git URL: %v", raw, err))

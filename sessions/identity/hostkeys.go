@@ -79,7 +79,14 @@ func (h *HostKeys) Callback(ctx context.Context) ssh.HostKeyCallback {
 			case errors.As(err, &ke) && len(ke.Want) == 0:
 				// Not in the operator's list: this identity's own pins decide.
 			case errors.As(err, &ke):
-				return changed(hostport, ke.Want[0].Key, key, "the server's known_hosts")
+				for _, w := range ke.Want {
+					if w.Key.Type() == key.Type() {
+						return changed(hostport, w.Key, key, "the server's known_hosts")
+					}
+				}
+				return errs.Wrap(errs.Conflict, ErrHostKeyChanged, fmt.Sprintf("%s offered a %s host key, and the "+
+					"server's known_hosts lists only %s keys for it: add its %s key there (checked with the server's "+
+					"administrator)", hostport, key.Type(), ke.Want[0].Key.Type(), key.Type()))
 			default:
 				return fmt.Errorf("check host key of %s: %w", hostport, err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	_ "github.com/ncruces/go-sqlite3/driver"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/warrenhq/warren/sessions/errs"
 )
@@ -245,5 +246,36 @@ func TestLoadKey(t *testing.T) {
 	t.Setenv(KeyEnv, "short")
 	if _, err := LoadKey(dir, p); err == nil {
 		t.Fatal("short env key accepted")
+	}
+}
+
+// The operator's known_hosts decides for the hosts it lists: their key
+// passes without being recorded, another is refused; other hosts fall back
+// to the identity's own pins.
+func TestOperatorKnownHosts(t *testing.T) {
+	s, _, dir := openTest(t)
+	ctx := context.Background()
+	id, _ := s.Create(ctx, alice("work"))
+	good, bad, other := newHostKey(t), newHostKey(t), newHostKey(t)
+	file := filepath.Join(dir, "known_hosts")
+	os.WriteFile(file, []byte(knownhosts.Line([]string{"[git.example.org]:2222"}, good)+"\n"), 0o644)
+	pinned, err := knownhosts.New(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	cb := s.HostKeys(id, pinned, func(m string) { notes = append(notes, m) }).Callback(ctx)
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2222}
+	if err := cb("git.example.org:2222", addr, good); err != nil || len(notes) != 0 {
+		t.Fatalf("listed key: %v %v", err, notes)
+	}
+	if err := cb("git.example.org:2222", addr, bad); !errors.Is(err, ErrHostKeyChanged) || !strings.Contains(err.Error(), "known_hosts") {
+		t.Fatalf("other key for a listed host: %v", err)
+	}
+	if err := cb("elsewhere.example.org:22", addr, other); err != nil || len(notes) != 1 {
+		t.Fatalf("unlisted host: %v %v", err, notes)
+	}
+	if hosts, _ := s.KnownHosts(ctx, "alice", "work"); len(hosts) != 1 || hosts[0].Host != "elsewhere.example.org:22" {
+		t.Fatalf("pinned %v", hosts)
 	}
 }
