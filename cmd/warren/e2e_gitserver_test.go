@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ed25519"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
 	"crypto/rand"
 	"encoding/pem"
 	"fmt"
@@ -21,6 +25,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/warrenhq/warren/sessions/identity"
 	"github.com/warrenhq/warren/sessions/workspace/gittest"
 )
 
@@ -182,4 +187,68 @@ func serveStdioLogged(t testing.TB, log *syncBuffer, args ...string) *client {
 	cmd := exec.Command(warrenBin, append([]string{"serve", "stdio"}, args...)...)
 	cmd.Stderr = io.MultiWriter(newTestLog(t, "server: "), log)
 	return connect(t, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second})
+}
+
+// identitySeed opens owner's identity name the way the server does (the
+// server key from the data directory) and returns its Ed25519 seed: what
+// must appear nowhere else in the clear.
+func identitySeed(t testing.TB, data, owner, name string) []byte {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "warren.db")+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var id, sealed string
+	if err := db.QueryRow(`SELECT id, sealed_key FROM git_identities WHERE owner = ? AND name = ?`, owner, name).
+		Scan(&id, &sealed); err != nil {
+		t.Fatal(err)
+	}
+	seal, err := identity.LoadKey(data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := seal.Open(sealed, id+"/key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ssh.ParseRawPrivateKey(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return (*key.(*ed25519.PrivateKey)).Seed()
+}
+
+// leaksOf lists where the secret appears, raw, hex or base64, or where any
+// private key block does: the server's log, results, the database and its
+// WAL, and every file of the data directory's workspaces, homes and audits.
+func leaksOf(t testing.TB, data, log string, results []byte, secret []byte) []string {
+	t.Helper()
+	needles := [][]byte{secret, []byte(hex.EncodeToString(secret)), []byte(base64.StdEncoding.EncodeToString(secret)),
+		[]byte("PRIVATE KEY")}
+	var out []string
+	check := func(where string, b []byte) {
+		for _, n := range needles {
+			if bytes.Contains(b, n) {
+				out = append(out, where)
+				return
+			}
+		}
+	}
+	check("the server's log", []byte(log))
+	check("a tool result", results)
+	for _, f := range []string{"warren.db", "warren.db-wal"} {
+		b, _ := os.ReadFile(filepath.Join(data, f))
+		check(f, b)
+	}
+	for _, dir := range []string{"audit", "workspaces", "homes"} {
+		filepath.WalkDir(filepath.Join(data, dir), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				b, _ := os.ReadFile(p)
+				check(p, b)
+			}
+			return nil
+		})
+	}
+	return out
 }

@@ -32,7 +32,8 @@ func TestCloneEditPushOverSSH(t *testing.T) {
 	sshd := startSSHD(t, pub)
 	bare, git, first := bareRepo(t)
 
-	c := serveStdio(t, "--data-dir", data)
+	var log syncBuffer
+	c := serveStdioLogged(t, &log, "--data-dir", data)
 	res := c.call("session_create", map[string]any{"source": sshd.url(bare), "identity": "work"})
 	if res.IsError {
 		t.Fatalf("session_create: %s", textOf(res))
@@ -133,6 +134,13 @@ mkdir -p sub/.git && echo junk > sub/.git/config && echo kept > sub/file && echo
 		t.Fatalf("feature/x has %d commits after a refused push", n)
 	}
 	c.fails("session_create", map[string]any{"source": sshd.url(bare), "identity": "work"}, "has changed")
+
+	// The private key is nowhere in the clear: not in the log, a result,
+	// the activity log, the database, the workspace, its home or the audit.
+	watch, _ := json.Marshal([]any{res, out, out2, c.call("session_watch", map[string]any{"session_id": id})})
+	if leaks := leaksOf(t, data, log.String(), watch, identitySeed(t, data, sessions.LocalUser(), "work")); len(leaks) > 0 {
+		t.Fatalf("the identity's private key is in the clear in %v", leaks)
+	}
 }
 
 // TestCloneEditPushOverHTTPS: the same with a token-only identity against

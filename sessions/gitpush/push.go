@@ -164,6 +164,9 @@ func (s *Service) Push(ctx context.Context, owner string, o Options) (Result, er
 		// The branch is pushed and recorded whatever the forge says.
 		pr, err := s.openPR(ctx, owner, o, res)
 		if err != nil {
+			if rerr := s.Store.record(ctx, owner, o.SessionID, res); rerr != nil {
+				s.Log.Warn().Err(rerr).Str("session", o.SessionID).Msg("record push")
+			}
 			return res, fmt.Errorf("pushed %s to branch %s of %s, but the pull request failed: %w", res.Commit[:12],
 				res.Branch, res.Remote, err)
 		}
