@@ -3,10 +3,10 @@ package main
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
-	"crypto/rand"
 	"encoding/pem"
 	"fmt"
 	"io"
