@@ -114,16 +114,25 @@ func (s *Service) openPR(ctx context.Context, owner string, o Options, res Resul
 	if base == "" {
 		base = "main"
 	}
+	hc := s.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: time.Minute}
+	}
+	return createPR(ctx, hc, f, sec.Token, res.Branch, base, *o.PullRequest)
+}
+
+// createPR asks forge f for a pull (merge) request from head into base and
+// returns its web page.
+func createPR(ctx context.Context, hc *http.Client, f forge, token, head, base string, pr PullRequest) (string, error) {
 	var path string
 	var body any
 	switch f.kind {
 	case "gitlab":
 		path = "/projects/" + url.PathEscape(f.repo) + "/merge_requests"
-		body = map[string]string{"source_branch": res.Branch, "target_branch": base, "title": o.PullRequest.Title,
-			"description": o.PullRequest.Body}
+		body = map[string]string{"source_branch": head, "target_branch": base, "title": pr.Title, "description": pr.Body}
 	default:
 		path = "/repos/" + f.repo + "/pulls"
-		body = map[string]string{"head": res.Branch, "base": base, "title": o.PullRequest.Title, "body": o.PullRequest.Body}
+		body = map[string]string{"head": head, "base": base, "title": pr.Title, "body": pr.Body}
 	}
 	b, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.api+path, bytes.NewReader(b))
@@ -134,42 +143,37 @@ func (s *Service) openPR(ctx context.Context, owner string, o Options, res Resul
 	req.Header.Set("Accept", "application/json")
 	switch f.kind {
 	case "gitlab":
-		req.Header.Set("PRIVATE-TOKEN", sec.Token)
+		req.Header.Set("PRIVATE-TOKEN", token)
 	case "gitea":
-		req.Header.Set("Authorization", "token "+sec.Token)
+		req.Header.Set("Authorization", "token "+token)
 	default:
-		req.Header.Set("Authorization", "Bearer "+sec.Token)
+		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
-	}
-	hc := s.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: time.Minute}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", errs.New(errs.Unavailable, fmt.Sprintf("%s API at %s: %v", f.kind, f.api, redactErr(err, sec.Token)))
+		return "", errs.New(errs.Unavailable, fmt.Sprintf("%s API at %s: %v", f.kind, f.api, redactErr(err, token)))
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var out struct {
 		HTMLURL string `json:"html_url"`
 		WebURL  string `json:"web_url"`
-		Message string `json:"message"`
+		Message any    `json:"message"`
 	}
 	_ = json.Unmarshal(data, &out)
 	if resp.StatusCode/100 != 2 {
-		msg := out.Message
-		if msg == "" {
+		msg := fmt.Sprint(out.Message)
+		if out.Message == nil {
 			msg = string(data)
 		}
 		return "", errs.New(errs.Invalid, fmt.Sprintf("%s API answered %s: %s", f.kind, resp.Status,
-			bound.String(strings.ReplaceAll(msg, sec.Token, "[token]"), 512)))
+			bound.String(strings.ReplaceAll(msg, token, "[token]"), 512)))
 	}
-	if out.HTMLURL != "" {
-		return out.HTMLURL, nil
-	}
-	if out.WebURL != "" {
-		return out.WebURL, nil
+	for _, u := range []string{out.HTMLURL, out.WebURL} {
+		if p, err := url.Parse(u); err == nil && (p.Scheme == "https" || p.Scheme == "http") && len(u) <= 2048 {
+			return u, nil
+		}
 	}
 	return "", errs.New(errs.Internal, fmt.Sprintf("%s API made the pull request but gave no URL for it", f.kind))
 }
