@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -229,6 +230,31 @@ func TestCloneEditPushOverHTTPS(t *testing.T) {
 			return nil
 		})
 	}
+
+	// Deleting the session forgets its identity link and pushes.
+	if n := pushRows(t, data, id); n != 3 {
+		t.Fatalf("%d rows of the session's pushes and identity, want 3", n)
+	}
+	c.ok("session_control", map[string]any{"session_id": id, "action": "delete"})
+	if n := pushRows(t, data, id); n != 0 {
+		t.Fatalf("%d rows of a deleted session's pushes remain", n)
+	}
+}
+
+// pushRows counts the rows gitpush keeps of a session.
+func pushRows(t *testing.T, data, id string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "warren.db")+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT (SELECT COUNT(*) FROM git_pushes WHERE session_id = ?) +
+		(SELECT COUNT(*) FROM git_session_identities WHERE session_id = ?)`, id, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestPushOpensPullRequest: session_push with pull_request opens one

@@ -160,6 +160,7 @@ func openServices(c *cli.Context) (*services, error) {
 		db.Close()
 		return nil, err
 	}
+	forgetPushes(c.Context, mgr, activity, git, log)
 	opts := mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Events: activity, Toolsets: toolsets, Log: log, Version: buildVersion(),
 		ShellYield: c.Duration("shell-yield"), Tracing: tel.stopTracing != nil, Git: git}
 	if runner != nil && c.Command.Name != "chat" { // the chat's own server does not offer agent_run to its agent

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/events"
 	"github.com/warrenhq/warren/sessions/gitpush"
 )
 
@@ -89,4 +94,25 @@ func runSessionPush(c *cli.Context) error {
 		}
 		return nil
 	})
+}
+
+// forgetPushes makes a deleted session's identity link and pushes go with
+// it (next to its activity log), and removes at start those of sessions a
+// CLI delete removed.
+func forgetPushes(ctx context.Context, mgr *sessions.Manager, activity *events.Log, git *gitpush.Service, log zerolog.Logger) {
+	mgr.SetOnDelete(func(ctx context.Context, id string) error {
+		return errors.Join(activity.Forget(ctx, id), git.Store.Forget(ctx, id))
+	})
+	n, err := git.Store.Sweep(ctx, func(ctx context.Context, id string) (bool, error) {
+		_, err := mgr.Store().Owner(ctx, id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		log.Warn().Err(err).Msg("remove the pushes of deleted sessions")
+	} else if n > 0 {
+		log.Info().Int("sessions", n).Msg("removed the pushes of deleted sessions")
+	}
 }

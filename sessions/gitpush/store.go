@@ -101,3 +101,49 @@ func (r Result) Link() string {
 	}
 	return fmt.Sprintf("%s branch %s at %s", r.Remote, r.Branch, r.Commit)
 }
+
+// Forget removes what is kept of a deleted session: its identity link and
+// its pushes (the remote keeps the branches).
+func (s *Store) Forget(ctx context.Context, sessionID string) error {
+	for _, q := range []string{`DELETE FROM git_session_identities WHERE session_id = ?`,
+		`DELETE FROM git_pushes WHERE session_id = ?`} {
+		if _, err := s.db.ExecContext(ctx, q, sessionID); err != nil {
+			return fmt.Errorf("forget the pushes of session %s: %w", sessionID, err)
+		}
+	}
+	return nil
+}
+
+// Sweep forgets the sessions that exists says are gone (deleted by a
+// process that ran without this store, such as the CLI), and returns how many.
+func (s *Store) Sweep(ctx context.Context, exists func(ctx context.Context, sessionID string) (bool, error)) (int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT session_id FROM git_session_identities
+		UNION SELECT session_id FROM git_pushes`)
+	if err != nil {
+		return 0, fmt.Errorf("sweep pushes: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	n := 0
+	for _, id := range ids {
+		ok, err := exists(ctx, id)
+		if err != nil {
+			return n, err
+		}
+		if !ok {
+			if err := s.Forget(ctx, id); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
