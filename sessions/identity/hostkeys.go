@@ -105,11 +105,27 @@ func (h *HostKeys) Callback(ctx context.Context) ssh.HostKeyCallback {
 			}
 			return changed(hostport, old, key, "identity "+h.id.Name)
 		}
-		_, err = h.store.db.ExecContext(ctx, `INSERT INTO git_known_hosts (identity_id, host, key_type, public_key, created_at)
-			VALUES (?, ?, ?, ?, ?)`, h.id.ID, hostport, key.Type(), base64.StdEncoding.EncodeToString(key.Marshal()),
-			h.store.Now().UnixMilli())
+		// Two first connections at once: one key is recorded, and the
+		// other connection is judged against it.
+		res, err := h.store.db.ExecContext(ctx, `INSERT INTO git_known_hosts (identity_id, host, key_type, public_key, created_at)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (identity_id, host) DO NOTHING`, h.id.ID, hostport, key.Type(),
+			base64.StdEncoding.EncodeToString(key.Marshal()), h.store.Now().UnixMilli())
 		if err != nil {
 			return fmt.Errorf("record host key of %s: %w", hostport, err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			_, want, err := h.lookup(ctx, hostport)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(want, key.Marshal()) {
+				old, err := ssh.ParsePublicKey(want)
+				if err != nil {
+					return fmt.Errorf("read pinned host key of %s: %w", hostport, err)
+				}
+				return changed(hostport, old, key, "identity "+h.id.Name)
+			}
+			return nil
 		}
 		if h.Notice != nil {
 			h.Notice(fmt.Sprintf("first connection to %s with identity %s: its host key %s %s is now pinned",

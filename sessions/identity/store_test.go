@@ -279,3 +279,39 @@ func TestOperatorKnownHosts(t *testing.T) {
 		t.Fatalf("pinned %v", hosts)
 	}
 }
+
+// Many first connections at once with different keys: one is pinned, the
+// other refused; never an error about the table.
+func TestHostKeyFirstUseRace(t *testing.T) {
+	s, _, _ := openTest(t)
+	ctx := context.Background()
+	id, _ := s.Create(ctx, alice("work"))
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}
+	var keys []ssh.PublicKey
+	for range 16 {
+		keys = append(keys, newHostKey(t))
+	}
+	errc := make(chan error, len(keys))
+	start := make(chan struct{})
+	for _, k := range keys {
+		go func() {
+			<-start
+			errc <- s.HostKeys(id, nil, nil).Callback(ctx)("race.example.org:22", addr, k)
+		}()
+	}
+	close(start)
+	var ok, refused int
+	for range keys {
+		switch err := <-errc; {
+		case err == nil:
+			ok++
+		case errors.Is(err, ErrHostKeyChanged):
+			refused++
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	if ok != 1 || refused != len(keys)-1 {
+		t.Fatalf("%d accepted, %d refused", ok, refused)
+	}
+}
