@@ -252,3 +252,13 @@ func leaksOf(t testing.TB, data, log string, results []byte, secret []byte) []st
 	}
 	return out
 }
+
+// newTestHostKey is a fresh Ed25519 public key.
+func newTestHostKey(t testing.TB) ssh.PublicKey {
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

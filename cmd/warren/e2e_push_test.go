@@ -33,6 +33,15 @@ func TestCloneEditPushOverSSH(t *testing.T) {
 	sshd := startSSHD(t, pub)
 	bare, git, first := bareRepo(t)
 
+	// The server user's known_hosts (go-git reads $SSH_KNOWN_HOSTS first)
+	// expects another key for this host, and an agent socket is set: an
+	// identity's clone must use neither. (~/.ssh/config is read from the
+	// passwd entry's home, which a test may not write: TestNoSSHConfig.)
+	home := t.TempDir()
+	knownHosts := filepath.Join(home, "known_hosts")
+	os.WriteFile(knownHosts, []byte(fmt.Sprintf("[127.0.0.1]:%d %s", sshd.port, ssh.MarshalAuthorizedKey(newTestHostKey(t)))), 0o600)
+	t.Setenv("SSH_KNOWN_HOSTS", knownHosts)
+	t.Setenv("SSH_AUTH_SOCK", filepath.Join(home, "no-agent.sock"))
 	var log syncBuffer
 	c := serveStdioLogged(t, &log, "--data-dir", data)
 	res := c.call("session_create", map[string]any{"source": sshd.url(bare), "identity": "work"})
