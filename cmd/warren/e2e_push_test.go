@@ -294,6 +294,8 @@ func TestPushOpensPullRequest(t *testing.T) {
 		"--forge-url", api.URL)
 	bare, git, _ := bareRepo(t)
 	git("config", "http.receivepack", "true")
+	// The repository's default branch is trunk: the pull request merges there.
+	git("branch", "-m", "main", "trunk")
 	base, cert := gitHTTPS(t, filepath.Dir(filepath.Dir(bare)), token)
 	t.Setenv("SSL_CERT_FILE", cert) // httptest's TLS servers share one certificate
 
@@ -309,7 +311,7 @@ func TestPushOpensPullRequest(t *testing.T) {
 	}
 	got := <-calls
 	want := prCall{Auth: "Bearer " + token, Path: "POST /repos/org/repo/pulls",
-		Body: map[string]string{"head": "greeting", "base": "main", "title": "Add a greeting", "body": "Made in warren."}}
+		Body: map[string]string{"head": "greeting", "base": "trunk", "title": "Add a greeting", "body": "Made in warren."}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("the forge got %+v, want %+v", got, want)
 	}

@@ -76,8 +76,11 @@ func webURL(r identity.Remote, id identity.Identity, branch string) string {
 		return ""
 	}
 	sep := "/tree/"
-	if host == "gitlab.com" || strings.HasSuffix(strings.TrimRight(id.ForgeURL, "/"), "/api/v4") {
+	switch api := strings.TrimRight(id.ForgeURL, "/"); {
+	case host == "gitlab.com" || strings.HasSuffix(api, "/api/v4"):
 		sep = "/-/tree/"
+	case strings.HasSuffix(api, "/api/v1"):
+		sep = "/src/branch/" // Gitea
 	}
 	return base + "/" + repoPath(r) + sep + branch
 }
@@ -109,7 +112,7 @@ func (s *Service) openPR(ctx context.Context, owner string, o Options, res Resul
 	}
 	base := o.PullRequest.Base
 	if base == "" {
-		base = sess.Ref
+		base = res.cloned
 	}
 	if base == "" {
 		base = "main"

@@ -89,3 +89,22 @@ func TestForgeOf(t *testing.T) {
 		t.Errorf("unknown forge: %v", err)
 	}
 }
+
+// webURL names the branch's page on the forges warren knows, and nothing
+// elsewhere.
+func TestWebURL(t *testing.T) {
+	for _, tc := range []struct{ remote, forgeURL, want string }{
+		{"git@github.com:org/repo.git", "", "https://github.com/org/repo/tree/b"},
+		{"https://gitlab.com/g/r.git", "", "https://gitlab.com/g/r/-/tree/b"},
+		{"ssh://git@gitea.example/org/repo.git", "https://gitea.example/api/v1", "https://gitea.example/org/repo/src/branch/b"},
+		{"ssh://git@git.example/org/repo.git", "", ""},
+	} {
+		r, err := identity.ParseRemote(tc.remote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := webURL(r, identity.Identity{ForgeURL: tc.forgeURL}, "b"); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.remote, got, tc.want)
+		}
+	}
+}

@@ -321,8 +321,12 @@ func (s *Service) push(ctx context.Context, owner string, o Options, b sessions.
 	}
 	s.Log.Info().Str("session", sess.ID).Str("user", owner).Str("identity", id.Name).Str("branch", branch).
 		Str("commit", commit.String()).Msg("pushed")
-	return Result{Branch: branch, Commit: commit.String(), Parent: parent.Hash.String(), Remote: remote.Display(),
-		URL: webURL(remote, id, branch)}, nil
+	res := Result{Branch: branch, Commit: commit.String(), Parent: parent.Hash.String(), Remote: remote.Display(),
+		URL: webURL(remote, id, branch)}
+	if ref, err := st.Reference(workspace.UpstreamBranchRef); err == nil && ref.Type() == plumbing.SymbolicReference {
+		res.cloned = ref.Target().Short()
+	}
+	return res, nil
 }
 
 // send streams a pack of objs with the update request and checks the

@@ -65,6 +65,9 @@ type Result struct {
 	URL         string `json:"url,omitempty" jsonschema:"the branch's web page, on a forge warren knows (GitHub, GitLab, Gitea with a forge URL); omitted otherwise"`
 	PullRequest string `json:"pull_request,omitempty" jsonschema:"the pull request's web page, when one was opened"`
 	Parent      string `json:"parent" jsonschema:"the commit the push built on: the cloned commit, or this session's previous push to the branch"`
+
+	// cloned is the branch the session was cloned from ("": a tag or commit).
+	cloned string
 }
 
 func (s *Store) record(ctx context.Context, owner, sessionID string, r Result) error {

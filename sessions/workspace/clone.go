@@ -73,7 +73,7 @@ func clone(ctx context.Context, spec Spec, o origin, recorded string) (Prepared,
 		os.RemoveAll(spec.Dir)
 		return Prepared{}, fmt.Errorf("clone %s: %w", o.shown, err)
 	}
-	if err := keepBase(repo, head.Hash(), spec.KeepBaseIn); err != nil {
+	if err := keepBase(repo, head, spec.KeepBaseIn); err != nil {
 		os.RemoveAll(spec.Dir)
 		return Prepared{}, err
 	}

@@ -17,12 +17,16 @@ import (
 // out, as the remote has it: a push builds its commit on this one.
 const UpstreamRef = plumbing.ReferenceName("refs/warren/upstream")
 
+// UpstreamBranchRef, when the clone checked out a branch, points at that
+// branch's name (a symbolic ref): what a pull request merges into.
+const UpstreamBranchRef = plumbing.ReferenceName("refs/warren/upstream-branch")
+
 // keepBase copies the commit a clone just checked out, and its whole
 // tree, into the audit repository at dir (created if needed). It runs
 // right after the clone, before any jail has seen the workspace, so what
 // it copies is what the remote sent; later, nothing reads the workspace's
 // .git again to learn it.
-func keepBase(repo *git.Repository, commit plumbing.Hash, dir string) error {
+func keepBase(repo *git.Repository, head *plumbing.Reference, dir string) error {
 	if dir == "" {
 		return nil
 	}
@@ -33,6 +37,7 @@ func keepBase(repo *git.Repository, commit plumbing.Hash, dir string) error {
 	if err != nil {
 		return err
 	}
+	commit := head.Hash()
 	c, err := object.GetCommit(repo.Storer, commit)
 	if err != nil {
 		return fmt.Errorf("keep the cloned commit: %w", err)
@@ -43,6 +48,11 @@ func keepBase(repo *git.Repository, commit plumbing.Hash, dir string) error {
 	}
 	if err := copyTree(repo.Storer, dst, c.TreeHash, map[plumbing.Hash]bool{}); err != nil {
 		return err
+	}
+	if head.Name().IsBranch() {
+		if err := dst.SetReference(plumbing.NewSymbolicReference(UpstreamBranchRef, head.Name())); err != nil {
+			return fmt.Errorf("keep the cloned commit: %w", err)
+		}
 	}
 	return dst.SetReference(plumbing.NewHashReference(UpstreamRef, commit))
 }
