@@ -63,9 +63,9 @@ func TestCloneEditPushOverSSH(t *testing.T) {
 	r := c.exec(`printf 'made in the jail\n' > NEW.md && sed -i 's/upstream/the jail/' README.md && rm lib/util.go &&
 mkdir -p docs && echo doc > docs/a.txt &&
 git config --file .git/config url."file://`+evil+`/".insteadOf "ssh://" &&
-git config --file .git/config core.sshCommand "touch /tmp/pwned-sshcommand" &&
-git config --file .git/config core.fsmonitor "touch /tmp/pwned-fsmonitor" &&
-mkdir -p .git/hooks && printf '#!/bin/sh\ntouch /tmp/pwned-hook\n' > .git/hooks/pre-push && chmod +x .git/hooks/pre-push &&
+git config --file .git/config core.sshCommand "touch `+evil+`/pwned-sshcommand" &&
+git config --file .git/config core.fsmonitor "touch `+evil+`/pwned-fsmonitor" &&
+mkdir -p .git/hooks && printf '#!/bin/sh\ntouch `+evil+`/pwned-hook\n' > .git/hooks/pre-push && chmod +x .git/hooks/pre-push &&
 mkdir -p .git/objects/info && echo `+evil+` > .git/objects/info/alternates &&
 mkdir -p sub/.git && echo junk > sub/.git/config && echo kept > sub/file && echo ok`, "session_id", id)
 	if strings.TrimSpace(r["stdout"].(string)) != "ok" {
@@ -100,8 +100,8 @@ mkdir -p sub/.git && echo junk > sub/.git/config && echo kept > sub/file && echo
 	if got := git("rev-parse", "main"); got != first {
 		t.Fatalf("main moved to %s", got)
 	}
-	for _, p := range []string{"/tmp/pwned-sshcommand", "/tmp/pwned-fsmonitor", "/tmp/pwned-hook"} {
-		if _, err := os.Stat(p); err == nil {
+	for _, p := range []string{"pwned-sshcommand", "pwned-fsmonitor", "pwned-hook"} {
+		if _, err := os.Stat(filepath.Join(evil, p)); err == nil {
 			t.Fatalf("%s exists: the workspace's git config ran on the host", p)
 		}
 	}

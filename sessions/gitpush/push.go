@@ -41,11 +41,11 @@ type Service struct {
 
 // Limits on what a caller sends.
 const (
-	maxBranch  = 200
-	maxMessage = 64 << 10
-	maxTitle   = 256
-	maxBody    = 64 << 10
-	pushTimout = 10 * time.Minute
+	maxBranch   = 200
+	maxMessage  = 64 << 10
+	maxTitle    = 256
+	maxBody     = 64 << 10
+	pushTimeout = 10 * time.Minute
 )
 
 func invalidf(format string, a ...any) error {
@@ -149,7 +149,7 @@ func (s *Service) Push(ctx context.Context, owner string, o Options) (Result, er
 	if err := o.check(); err != nil {
 		return Result{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, pushTimout)
+	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
 	defer cancel()
 	var res Result
 	err := s.Sessions.WithPushBase(ctx, owner, o.SessionID, func(ctx context.Context, b sessions.PushBase) error {
@@ -281,8 +281,11 @@ func (s *Service) push(ctx context.Context, owner string, o Options, b sessions.
 		}
 	}
 	if parent.TreeHash == tree {
-		return Result{}, errs.Wrap(errs.Conflict, ErrNothing, fmt.Sprintf("nothing to push: the workspace has no "+
-			"changes since %s", map[bool]string{true: "this session's last push to " + branch, false: "it was cloned"}[exists]))
+		since := "it was cloned"
+		if exists {
+			since = "this session's last push to " + branch
+		}
+		return Result{}, errs.Wrap(errs.Conflict, ErrNothing, "nothing to push: the workspace has no changes since "+since)
 	}
 	msg := o.Message
 	if strings.TrimSpace(msg) == "" {
