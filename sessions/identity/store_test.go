@@ -315,3 +315,22 @@ func TestHostKeyFirstUseRace(t *testing.T) {
 		t.Fatalf("%d accepted, %d refused", ok, refused)
 	}
 }
+
+// A sealed key copied onto another identity's row (someone with write
+// access to the database but not the server key) does not open there.
+func TestSealedKeyBoundToItsRow(t *testing.T) {
+	s, db, _ := openTest(t)
+	ctx := context.Background()
+	a, _ := s.Create(ctx, alice("a"))
+	mallory, _ := s.Create(ctx, Options{Owner: "mallory", Name: "m", AuthorName: "M", AuthorEmail: "m@example.org"})
+	if _, err := db.Exec(`UPDATE git_identities SET sealed_key = (SELECT sealed_key FROM git_identities WHERE id = ?) WHERE id = ?`,
+		a.ID, mallory.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Open(ctx, mallory); !errors.Is(err, ErrWrongKey) {
+		t.Fatalf("alice's sealed key opened on mallory's row: %v", err)
+	}
+	if _, err := s.Open(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+}
