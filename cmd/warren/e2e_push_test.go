@@ -323,3 +323,26 @@ func TestPushOpensPullRequest(t *testing.T) {
 		t.Fatalf("task_update done linked %v, not the pull request", link)
 	}
 }
+
+// TestIdentitySSHOverHTTPReachesPublicHostsOnly: over HTTP with tokens, a
+// clone over ssh with the caller's identity is allowed (the identity's
+// key logs in, not the server's), and held to the same rule as https: the
+// address dialed must be public, so an sshd on loopback is refused as
+// such, without its key ever being offered.
+func TestIdentitySSHOverHTTPReachesPublicHostsOnly(t *testing.T) {
+	needJail(t)
+	data := jailDir(t)
+	pub := createIdentity(t, data, "alice", "work")
+	sshd := startSSHD(t, pub)
+	bare, _, _ := bareRepo(t)
+	srv := serveHTTP(t, "--data-dir", data)
+	alice := connectHTTP(t, srv, createToken(t, data, "alice"))
+	alice.fails("session_create", map[string]any{"source": sshd.url(bare), "identity": "work"},
+		"does not resolve to a public internet address")
+	hosts := warrenCLI(t, "", "identity", "hosts", "--data-dir", data, "--user", "alice", "work")
+	if strings.TrimSpace(hosts) != "" {
+		t.Fatalf("a host key was pinned, so the loopback sshd was reached: %s", hosts)
+	}
+	// Without an identity, ssh stays the operator's.
+	alice.fails("session_create", map[string]any{"source": sshd.url(bare)}, "ssh URLs are not accepted")
+}

@@ -201,9 +201,10 @@ func (s *Service) push(ctx context.Context, owner string, o Options, b sessions.
 	if err != nil {
 		return Result{}, fmt.Errorf("push session %s: %w", sess.ID, err)
 	}
-	if remote.SSH && !b.Policy.Trusted {
-		return Result{}, invalidf("session %s's source is an ssh URL: pushes over ssh are for the server's operator "+
-			"(stdio, the CLI); over HTTP use a session cloned from the https URL with an identity that has a token", sess.ID)
+	if remote.SSH {
+		// A caller who is not the operator reaches public addresses only,
+		// over ssh as over https.
+		remote.Endpoint.Proxy = workspace.SSHProxy(b.Policy)
 	}
 	if len(b.Incomplete) > 0 {
 		return Result{}, errs.New(errs.Limit, fmt.Sprintf("the workspace could not be recorded whole, so a push "+

@@ -26,13 +26,18 @@ type origin struct {
 	shown   string // what messages and the session record say
 	shallow bool   // branches and tags can be fetched at depth 1
 	public  bool   // the caller is not the operator: errors say less
+	// proxy holds an ssh dial to the caller's address rule (SSHProxy).
+	proxy transport.ProxyOptions
 }
 
 // cloneRemote clones a network URL.
 func cloneRemote(ctx context.Context, spec Spec, src Source) (Prepared, error) {
 	ctx = withNetPolicy(ctx, spec.Policy)
-	return clone(ctx, spec, origin{url: src.Raw, shown: displayURL(src), shallow: true, public: !spec.Policy.Trusted},
-		src.String())
+	o := origin{url: src.Raw, shown: displayURL(src), shallow: true, public: !spec.Policy.Trusted}
+	if src.URL.Scheme == "ssh" {
+		o.proxy = SSHProxy(spec.Policy)
+	}
+	return clone(ctx, spec, o, src.String())
 }
 
 // cloneLocal clones an opened local repository in-process.
@@ -86,7 +91,7 @@ func clone(ctx context.Context, spec Spec, o origin, recorded string) (Prepared,
 func fetchInto(ctx context.Context, spec Spec, o origin, progress io.Writer) (*git.Repository, error) {
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	refs, err := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{o.url}}).
-		ListContext(lctx, &git.ListOptions{Auth: spec.Auth})
+		ListContext(lctx, &git.ListOptions{Auth: spec.Auth, ProxyOptions: o.proxy})
 	cancel()
 	if err != nil {
 		return nil, cloneError(ctx, o, err)
@@ -98,7 +103,7 @@ func fetchInto(ctx context.Context, spec Spec, o origin, progress io.Writer) (*g
 			return nil, invalid("ref %q is not a branch, tag or commit of %s", spec.Ref, o.shown)
 		}
 	}
-	opts := &git.CloneOptions{URL: o.url, Progress: progress, Auth: spec.Auth}
+	opts := &git.CloneOptions{URL: o.url, Progress: progress, Auth: spec.Auth, ProxyOptions: o.proxy}
 	if name == "" && spec.Ref != "" {
 		opts.NoCheckout = true // a commit: the whole history, then check out
 	} else {

@@ -139,7 +139,9 @@ func Prepare(ctx context.Context, spec Spec) (Prepared, error) {
 	if err != nil {
 		return Prepared{}, err
 	}
-	if err := spec.Policy.check(src, spec.Mode); err != nil {
+	pol := spec.Policy
+	pol.identity = spec.Auth != nil
+	if err := pol.check(src, spec.Mode); err != nil {
 		return Prepared{}, err
 	}
 	if !src.Local() {
