@@ -177,6 +177,11 @@ func TestCloneEditPushOverHTTPS(t *testing.T) {
 
 	src := base + "/org/repo.git"
 	c.fails("session_create", map[string]any{"source": src}, "authentication")
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	os.WriteFile(wrong, []byte("tok_not_the_right_one"), 0o600)
+	warrenCLI(t, "", "identity", "create", "--data-dir", data, "--user", sessions.LocalUser(), "--name", "wrong",
+		"--author-name", "G", "--author-email", "g@example.org", "--no-key", "--token-file", wrong)
+	c.fails("session_create", map[string]any{"source": src, "identity": "wrong"}, "refused the identity's key or token")
 	s := c.ok("session_create", map[string]any{"source": src, "identity": "web", "name": "https work"})
 	id := s["session_id"].(string)
 	c.exec("echo 'over https' > https.txt && git config --file .git/config credential.helper '!echo password=stolen' && echo ok", "session_id", id)

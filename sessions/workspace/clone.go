@@ -28,6 +28,7 @@ type origin struct {
 	public  bool   // the caller is not the operator: errors say less
 	// proxy holds an ssh dial to the caller's address rule (SSHProxy).
 	proxy transport.ProxyOptions
+	auth  bool // the clone logs in with the caller's identity
 }
 
 // cloneRemote clones a network URL.
@@ -55,6 +56,7 @@ func cloneLocal(ctx context.Context, spec Spec, src Source, d *LocalDir) (Prepar
 // clone lists the source's refs, picks what spec.Ref names, and clones it
 // into spec.Dir. recorded is the source the session keeps.
 func clone(ctx context.Context, spec Spec, o origin, recorded string) (Prepared, error) {
+	o.auth = spec.Auth != nil
 	if err := makeEmptyDir(spec.Dir); err != nil {
 		return Prepared{}, err
 	}
@@ -172,6 +174,10 @@ func cloneError(ctx context.Context, o origin, err error) error {
 			"server clones only from public hosts", o.shown)
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
 		errors.Is(err, transport.ErrInvalidAuthMethod):
+		if o.auth {
+			return invalid("could not clone %s: the server refused the identity's key or token (is it allowed to "+
+				"read this repository?)", o.shown)
+		}
 		if o.public {
 			return invalid("could not clone %s: the repository asks for authentication (is it private?); "+
 				"this server clones public repositories only", o.shown)
