@@ -67,7 +67,7 @@ git config --file .git/config core.sshCommand "touch `+evil+`/pwned-sshcommand" 
 git config --file .git/config core.fsmonitor "touch `+evil+`/pwned-fsmonitor" &&
 mkdir -p .git/hooks && printf '#!/bin/sh\ntouch `+evil+`/pwned-hook\n' > .git/hooks/pre-push && chmod +x .git/hooks/pre-push &&
 mkdir -p .git/objects/info && echo `+evil+` > .git/objects/info/alternates &&
-mkdir -p sub/.git && echo junk > sub/.git/config && echo kept > sub/file && echo ok`, "session_id", id)
+mkdir -p sub/.git && echo junk > sub/.git/config && echo kept > sub/file && ln -s /etc/hostname hostlink && echo ok`, "session_id", id)
 	if strings.TrimSpace(r["stdout"].(string)) != "ok" {
 		t.Fatalf("edit in the jail: %v", r)
 	}
@@ -94,8 +94,12 @@ mkdir -p sub/.git && echo junk > sub/.git/config && echo kept > sub/file && echo
 		t.Fatalf("README.md: %q", got)
 	}
 	files := git("ls-tree", "-r", "--name-only", branch)
-	if files != "NEW.md\nREADME.md\ndocs/a.txt\nsub/file" {
+	if files != "NEW.md\nREADME.md\ndocs/a.txt\nhostlink\nsub/file" {
 		t.Fatalf("pushed tree:\n%s", files)
+	}
+	// A link is pushed as a link: its target, never the host file's content.
+	if mode := strings.Fields(git("ls-tree", branch, "hostlink"))[0]; mode != "120000" || git("cat-file", "-p", branch+":hostlink") != "/etc/hostname" {
+		t.Fatalf("hostlink pushed as mode %s: %q", mode, git("cat-file", "-p", branch+":hostlink"))
 	}
 	if got := git("rev-parse", "main"); got != first {
 		t.Fatalf("main moved to %s", got)
