@@ -104,12 +104,16 @@ func sessionPush(d *deps) Tool {
 		if err != nil {
 			return result[SessionPushOutput]{}, err
 		}
+		var notices []string
 		res, err := d.git.Push(ctx, user, gitpush.Options{SessionID: s.ID, Branch: in.Branch, Message: in.Message,
-			Identity: in.Identity, PullRequest: in.PullRequest})
+			Identity: in.Identity, PullRequest: in.PullRequest, Notice: func(m string) { notices = append(notices, m) }})
 		if err != nil {
 			return result[SessionPushOutput]{}, err
 		}
 		text := fmt.Sprintf("pushed %s to branch %s of %s", res.Commit[:12], res.Branch, res.Remote)
+		for _, n := range notices {
+			text += "\n" + n
+		}
 		if res.URL != "" {
 			text += "\n" + res.URL
 		}

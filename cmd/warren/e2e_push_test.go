@@ -148,6 +148,17 @@ mkdir -p sub/.git && echo junk > sub/.git/config && echo kept > sub/file && ln -
 		t.Fatalf("feature/x has %d commits after a refused push", n)
 	}
 	c.fails("session_create", map[string]any{"source": sshd.url(bare), "identity": "work"}, "has changed")
+	// What the error says to do: check the new key, forget the old one;
+	// the next push pins the new key and says so.
+	hostport := fmt.Sprintf("127.0.0.1:%d", sshd.port)
+	warrenCLI(t, "", "identity", "forget-host", "--data-dir", data, "work", hostport)
+	res3 := c.call("session_push", map[string]any{"session_id": id, "branch": "feature/x"})
+	if res3.IsError || !strings.Contains(textOf(res3), "is now pinned") || !strings.Contains(textOf(res3), ssh.FingerprintSHA256(sshd.hostPub)) {
+		t.Fatalf("push after forget-host: %s", textOf(res3))
+	}
+	if hosts := warrenCLI(t, "", "identity", "hosts", "--data-dir", data, "work"); !strings.Contains(hosts, ssh.FingerprintSHA256(sshd.hostPub)) {
+		t.Fatalf("identity hosts: %s", hosts)
+	}
 
 	// The private key is nowhere in the clear: not in the log, a result,
 	// the activity log, the database, the workspace, its home or the audit.

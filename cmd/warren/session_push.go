@@ -72,7 +72,8 @@ func runSessionPush(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		o := gitpush.Options{SessionID: id, Branch: c.String("branch"), Message: c.String("message"), Identity: c.String("identity")}
+		o := gitpush.Options{SessionID: id, Branch: c.String("branch"), Message: c.String("message"), Identity: c.String("identity"),
+			Notice: func(m string) { fmt.Fprintln(c.App.ErrWriter, m) }}
 		if t := c.String("pr-title"); t != "" {
 			o.PullRequest = &gitpush.PullRequest{Title: t, Body: c.String("pr-body"), Base: c.String("pr-base")}
 		}

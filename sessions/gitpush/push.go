@@ -100,6 +100,8 @@ type Options struct {
 	// Identity overrides the identity the session was cloned with.
 	Identity    string
 	PullRequest *PullRequest
+	// Notice is told of a host key pinned on first use; may be nil.
+	Notice func(string)
 }
 
 func (o *Options) check() error {
@@ -251,7 +253,7 @@ func (s *Service) push(ctx context.Context, owner string, o Options, b sessions.
 		branch = "warren/" + sess.ID
 	}
 	target := plumbing.NewBranchReferenceName(branch)
-	auth, err := s.auth(ctx, id, sess.Source, nil)
+	auth, err := s.auth(ctx, id, sess.Source, o.Notice)
 	if err != nil {
 		return Result{}, err
 	}
