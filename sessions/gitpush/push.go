@@ -156,8 +156,11 @@ func (s *Service) Push(ctx context.Context, owner string, o Options) (Result, er
 	var res Result
 	err := s.Sessions.WithPushBase(ctx, owner, o.SessionID, func(ctx context.Context, b sessions.PushBase) error {
 		var err error
-		res, err = s.push(ctx, owner, o, b)
-		return err
+		if res, err = s.push(ctx, owner, o, b); err != nil {
+			return err
+		}
+		// Recorded under the session's lock: its pushes are numbered in order.
+		return s.Store.record(ctx, owner, o.SessionID, res)
 	})
 	if err != nil {
 		return Result{}, err
@@ -166,16 +169,13 @@ func (s *Service) Push(ctx context.Context, owner string, o Options) (Result, er
 		// The branch is pushed and recorded whatever the forge says.
 		pr, err := s.openPR(ctx, owner, o, res)
 		if err != nil {
-			if rerr := s.Store.record(ctx, owner, o.SessionID, res); rerr != nil {
-				s.Log.Warn().Err(rerr).Str("session", o.SessionID).Msg("record push")
-			}
 			return res, fmt.Errorf("pushed %s to branch %s of %s, but the pull request failed: %w", res.Commit[:12],
 				res.Branch, res.Remote, err)
 		}
 		res.PullRequest = pr
-	}
-	if err := s.Store.record(ctx, owner, o.SessionID, res); err != nil {
-		return res, err
+		if err := s.Store.setPR(ctx, o.SessionID, res.Commit, pr); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

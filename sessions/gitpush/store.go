@@ -71,10 +71,20 @@ type Result struct {
 }
 
 func (s *Store) record(ctx context.Context, owner, sessionID string, r Result) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO git_pushes (session_id, owner, branch, commit_id, remote, url, pr_url, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, sessionID, owner, r.Branch, r.Commit, r.Remote, r.URL, r.PullRequest, s.Now().UnixMilli())
+	_, err := s.db.ExecContext(ctx, `INSERT INTO git_pushes (session_id, seq, owner, branch, commit_id, remote, url, pr_url, created_at)
+		VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM git_pushes WHERE session_id = ?), ?, ?, ?, ?, ?, ?, ?)`,
+		sessionID, sessionID, owner, r.Branch, r.Commit, r.Remote, r.URL, r.PullRequest, s.Now().UnixMilli())
 	if err != nil {
 		return fmt.Errorf("record the push: %w", err)
+	}
+	return nil
+}
+
+// setPR records the pull request opened from a push.
+func (s *Store) setPR(ctx context.Context, sessionID, commit, pr string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE git_pushes SET pr_url = ? WHERE session_id = ? AND commit_id = ?`,
+		pr, sessionID, commit); err != nil {
+		return fmt.Errorf("record the pull request: %w", err)
 	}
 	return nil
 }
@@ -83,7 +93,7 @@ func (s *Store) record(ctx context.Context, owner, sessionID string, r Result) e
 func (s *Store) LastPush(ctx context.Context, sessionID string) (Result, bool, error) {
 	var r Result
 	err := s.db.QueryRowContext(ctx, `SELECT branch, commit_id, remote, url, pr_url FROM git_pushes WHERE session_id = ?
-		ORDER BY id DESC LIMIT 1`, sessionID).Scan(&r.Branch, &r.Commit, &r.Remote, &r.URL, &r.PullRequest)
+		ORDER BY seq DESC LIMIT 1`, sessionID).Scan(&r.Branch, &r.Commit, &r.Remote, &r.URL, &r.PullRequest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Result{}, false, nil
 	}

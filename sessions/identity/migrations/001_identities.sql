@@ -13,7 +13,7 @@ CREATE TABLE git_identities (
 	sealed_token TEXT NOT NULL,
 	token_user   TEXT NOT NULL,
 	forge_url    TEXT NOT NULL,
-	created_at   INTEGER NOT NULL,
+	created_at   BIGINT NOT NULL,
 	UNIQUE (owner, name)
 );
 
@@ -24,6 +24,6 @@ CREATE TABLE git_known_hosts (
 	host        TEXT NOT NULL,
 	key_type    TEXT NOT NULL,
 	public_key  TEXT NOT NULL,
-	created_at  INTEGER NOT NULL,
+	created_at  BIGINT NOT NULL,
 	PRIMARY KEY (identity_id, host)
 );
