@@ -25,6 +25,7 @@ test-deps: deps
     command -v git >/dev/null || missing+=(git)
     command -v curl >/dev/null || missing+=(curl ca-certificates)
     command -v strace >/dev/null || missing+=(strace)
+    [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
     command -v chromium >/dev/null || missing+=(chromium fonts-liberation)
     [ -x /usr/lib/postgresql/15/bin/postgres ] || missing+=(postgresql-15)
     if [ ${#missing[@]} -gt 0 ]; then

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
 	"github.com/warrenhq/warren/sessions/bound"
 	"github.com/warrenhq/warren/sessions/workspace"
 )
@@ -36,6 +38,10 @@ type CreateOptions struct {
 	// this session of the same user (see createCopy); Source, Mode and Ref
 	// must then be empty.
 	CopyOf string
+	// Auth logs the clone in with a git identity's key or token (see
+	// sessions/identity); the cloned commit is then kept in the audit
+	// repository for a later push (push.go). Nil: anonymous.
+	Auth transport.AuthMethod
 }
 
 func (m *Manager) workspaceDir(id string) string {
@@ -109,8 +115,9 @@ func (m *Manager) create(ctx context.Context, user string, opts CreateOptions) (
 
 	id := NewID()
 	p, err := workspace.Prepare(ctx, workspace.Spec{Source: opts.Source, Mode: workspace.Mode(opts.Mode), Ref: opts.Ref,
-		Dir: m.workspaceDir(id), Policy: m.policy(), Progress: opts.Progress})
+		Dir: m.workspaceDir(id), Policy: m.policy(), Progress: opts.Progress, Auth: opts.Auth, KeepBaseIn: m.keepBaseIn(id, opts)})
 	if err != nil {
+		forceRemove(m.auditDir(id))
 		return nil, err
 	}
 	s := &Session{Meta: Meta{ID: id, Owner: user, Name: opts.Name, Mode: Mode(p.Mode), Source: p.Source,

@@ -32,6 +32,9 @@ type config struct {
 	Agent chatConfig `json:"agent"`
 	// Network is the network policy: default mode, presets, proxy limits.
 	Network networkFileConfig `json:"network"`
+	// Git holds the server key of identities and the operator's pinned
+	// SSH host keys (identity.go).
+	Git gitConfig `json:"git"`
 
 	path string // where it was read from, for messages
 }

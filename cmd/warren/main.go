@@ -44,6 +44,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			chatCommand(),
 			doctorCommand(),
+			identityCommand(),
 			statusCommand(),
 			shellCommand(),
 			serveCommand(),

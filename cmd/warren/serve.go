@@ -155,8 +155,17 @@ func openServices(c *cli.Context) (*services, error) {
 		return nil, err
 	}
 	purgeDeleted(c.Context, mgr, activity, log)
+	git, err := openGit(c, db, dir, mgr, log)
+	if err != nil {
+		activity.Close()
+		w.stop()
+		stopNet()
+		db.Close()
+		return nil, err
+	}
+	forgetPushes(c.Context, mgr, activity, git, log)
 	opts := mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Events: activity, Toolsets: toolsets, Log: log, Version: buildVersion(),
-		ShellYield: c.Duration("shell-yield"), Tracing: tel.stopTracing != nil}
+		ShellYield: c.Duration("shell-yield"), Tracing: tel.stopTracing != nil, Git: git}
 	if runner != nil && c.Command.Name != "chat" { // the chat's own server does not offer agent_run to its agent
 		opts.Agent = runner
 	}

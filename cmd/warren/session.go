@@ -36,7 +36,9 @@ func sessionCommand() *cli.Command {
 				&cli.StringFlag{Name: "mode", Usage: "clone, bind or empty (default: inferred from --source)"},
 				&cli.StringFlag{Name: "ref", Usage: "branch, tag or commit to check out"},
 				&cli.StringFlag{Name: "name", Usage: "a label"},
+				&cli.StringFlag{Name: "identity", Usage: "clone with this git identity ('warren identity ls'); 'session push' then pushes with it"},
 			), networkFlags()...), Action: runSessionCreate},
+			sessionPushCommand(flags),
 			{Name: "net-log", Usage: "the recent decisions of the session's network proxy: what was allowed, what was refused and why",
 				ArgsUsage: "SESSION_ID", Flags: flags(
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "how many of the newest decisions"},
@@ -160,7 +162,7 @@ func runSessionCreate(c *cli.Context) error {
 		return err
 	}
 	defer e.close(c)
-	s, err := e.mgr.Create(c.Context, e.user, sessions.CreateOptions{Source: c.String("source"),
+	s, err := createWithIdentity(c, e, sessions.CreateOptions{Source: c.String("source"),
 		Mode: sessions.Mode(c.String("mode")), Ref: c.String("ref"), Name: c.String("name"), Progress: c.App.ErrWriter,
 		Network: networkFromFlags(c)})
 	if err != nil {
