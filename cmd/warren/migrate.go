@@ -13,11 +13,14 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warrenhq/warren/agent/transcript"
+	"github.com/warrenhq/warren/mcp/oauth"
 	"github.com/warrenhq/warren/mcp/tokens"
 	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/errs"
 	"github.com/warrenhq/warren/sessions/events"
+	"github.com/warrenhq/warren/sessions/gitpush"
+	"github.com/warrenhq/warren/sessions/identity"
 	"github.com/warrenhq/warren/tasks"
 )
 
@@ -97,6 +100,9 @@ func migrateSchemas(ctx context.Context, db *sql.DB) error {
 			}
 			return err
 		},
+		func() error { return oauth.Migrate(ctx, db) },
+		func() error { return identity.Migrate(ctx, db) },
+		func() error { return gitpush.Migrate(ctx, db) },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {

@@ -303,7 +303,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	code := secret(codePrefix)
 	family := secret("")[:22]
 	now := s.opts.Now()
-	if _, err := s.db.ExecContext(r.Context(), `INSERT INTO oauth_codes (hash, family, client_id, user, redirect_uri, challenge, resource, scope, expires_at)
+	if _, err := s.db.ExecContext(r.Context(), `INSERT INTO oauth_codes (hash, family, client_id, "user", redirect_uri, challenge, resource, scope, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, hashOf(code), family, req.ClientID, user, req.RedirectURI, req.Challenge, req.Resource, req.Scope,
 		now.Add(codeTTL).UnixMilli()); err != nil {
 		s.requestError(w, err)

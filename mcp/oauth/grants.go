@@ -33,9 +33,9 @@ func ListGrants(ctx context.Context, db *sql.DB, now time.Time) ([]Grant, error)
 	if err := sqlschema.Migrate(ctx, db, "oauth", migrations, "migrations"); err != nil {
 		return nil, err
 	}
-	rows, err := db.QueryContext(ctx, `SELECT family, user, client_id, MIN(created_at), MAX(created_at),
+	rows, err := db.QueryContext(ctx, `SELECT family, "user", client_id, MIN(created_at), MAX(created_at),
 		SUM(CASE WHEN kind = 'refresh' AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ? THEN 1 ELSE 0 END)
-		FROM oauth_tokens GROUP BY family, user, client_id HAVING MAX(expires_at) > ?`, now.UnixMilli(), now.UnixMilli())
+		FROM oauth_tokens GROUP BY family, "user", client_id HAVING MAX(expires_at) > ?`, now.UnixMilli(), now.UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("list grants: %w", err)
 	}
@@ -102,4 +102,10 @@ func RevokeGrant(ctx context.Context, db *sql.DB, id string, now time.Time) erro
 		return fmt.Errorf("revoke grant: %w", err)
 	}
 	return nil
+}
+
+// Migrate applies the authorization server's migrations to db (warren
+// migrate brings a target database to every store's schema).
+func Migrate(ctx context.Context, db *sql.DB) error {
+	return sqlschema.Migrate(ctx, db, "oauth", migrations, "migrations")
 }

@@ -45,7 +45,7 @@ func (s *Server) Authenticate(ctx context.Context, tok string) (string, error) {
 	}
 	var user, resource string
 	var expires int64
-	err := s.db.QueryRowContext(ctx, `SELECT user, resource, expires_at FROM oauth_tokens WHERE hash = ? AND kind = 'access' AND revoked_at IS NULL`, h).
+	err := s.db.QueryRowContext(ctx, `SELECT "user", resource, expires_at FROM oauth_tokens WHERE hash = ? AND kind = 'access' AND revoked_at IS NULL`, h).
 		Scan(&user, &resource, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", ErrBadToken
@@ -125,7 +125,7 @@ func (s *Server) redeemCode(w http.ResponseWriter, r *http.Request, c *Client) {
 	var family, clientID, user, redirect, challenge, resource, scope string
 	var expires int64
 	var used sql.NullInt64
-	err := s.db.QueryRowContext(r.Context(), `SELECT family, client_id, user, redirect_uri, challenge, resource, scope, expires_at, used_at
+	err := s.db.QueryRowContext(r.Context(), `SELECT family, client_id, "user", redirect_uri, challenge, resource, scope, expires_at, used_at
 		FROM oauth_codes WHERE hash = ?`, hashOf(code)).Scan(&family, &clientID, &user, &redirect, &challenge, &resource, &scope, &expires, &used)
 	if errors.Is(err, sql.ErrNoRows) {
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "unknown authorization code")
@@ -206,7 +206,7 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 	var family, clientID, user, resource, scope string
 	var expires int64
 	var used, revoked sql.NullInt64
-	err := s.db.QueryRowContext(r.Context(), `SELECT family, client_id, user, resource, scope, expires_at, used_at, revoked_at
+	err := s.db.QueryRowContext(r.Context(), `SELECT family, client_id, "user", resource, scope, expires_at, used_at, revoked_at
 		FROM oauth_tokens WHERE hash = ? AND kind = 'refresh'`, h).Scan(&family, &clientID, &user, &resource, &scope, &expires, &used, &revoked)
 	if errors.Is(err, sql.ErrNoRows) || !strings.HasPrefix(tok, refreshPrefix) {
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "unknown refresh token")
@@ -283,7 +283,7 @@ func (s *Server) issue(w http.ResponseWriter, ctx context.Context, tx *sql.Tx, f
 		tok, kind string
 		ttl       time.Duration
 	}{{access, "access", s.opts.AccessTTL}, {refresh, "refresh", s.opts.RefreshTTL}} {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO oauth_tokens (hash, kind, family, client_id, user, resource, scope, created_at, expires_at)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO oauth_tokens (hash, kind, family, client_id, "user", resource, scope, created_at, expires_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, hashOf(t.tok), t.kind, family, clientID, user, resource, scope,
 			now.UnixMilli(), now.Add(t.ttl).UnixMilli()); err != nil {
 			s.clientError(w, fmt.Errorf("store token: %w", err))

@@ -178,7 +178,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		s.requestError(w, err)
 		return
 	}
-	if _, err := s.db.ExecContext(r.Context(), `INSERT INTO oauth_logins (hash, user, expires_at) VALUES (?, ?, ?)`,
+	if _, err := s.db.ExecContext(r.Context(), `INSERT INTO oauth_logins (hash, "user", expires_at) VALUES (?, ?, ?)`,
 		hashOf(login), user, now.Add(loginTTL).UnixMilli()); err != nil {
 		s.requestError(w, err)
 		return
@@ -203,7 +203,7 @@ func (s *Server) loginUser(r *http.Request) string {
 		return ""
 	}
 	var user string
-	err = s.db.QueryRowContext(r.Context(), `SELECT user FROM oauth_logins WHERE hash = ? AND expires_at > ?`,
+	err = s.db.QueryRowContext(r.Context(), `SELECT "user" FROM oauth_logins WHERE hash = ? AND expires_at > ?`,
 		hashOf(ck.Value), s.opts.Now().UnixMilli()).Scan(&user)
 	if err != nil {
 		return ""

@@ -160,3 +160,9 @@ func (s *Store) Sweep(ctx context.Context, exists func(ctx context.Context, sess
 	}
 	return n, nil
 }
+
+// Migrate applies the push tables' migrations to db without opening a
+// store (warren migrate).
+func Migrate(ctx context.Context, db *sql.DB) error {
+	return sqlschema.Migrate(ctx, db, "gitpush", migrations, "migrations")
+}

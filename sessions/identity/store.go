@@ -388,3 +388,10 @@ func (s *Store) Open(ctx context.Context, id Identity) (*Secrets, error) {
 	}
 	return out, nil
 }
+
+// Migrate applies the identity tables' migrations to db without opening
+// a store (warren migrate brings a target database to every store's
+// schema; it needs no server key).
+func Migrate(ctx context.Context, db *sql.DB) error {
+	return sqlschema.Migrate(ctx, db, "identity", migrations, "migrations")
+}

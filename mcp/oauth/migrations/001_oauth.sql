@@ -13,9 +13,9 @@ CREATE TABLE oauth_clients (
 	kind        TEXT NOT NULL,
 	metadata    TEXT NOT NULL,
 	secret_hash TEXT,
-	created_at  INTEGER NOT NULL,
-	expires_at  INTEGER,
-	last_used_at INTEGER
+	created_at  BIGINT NOT NULL,
+	expires_at  BIGINT,
+	last_used_at BIGINT
 );
 
 -- Authorization requests waiting for a login and the person's consent.
@@ -25,7 +25,7 @@ CREATE TABLE oauth_requests (
 	id_hash    TEXT PRIMARY KEY,
 	state_hash TEXT UNIQUE,
 	data       TEXT NOT NULL,
-	expires_at INTEGER NOT NULL
+	expires_at BIGINT NOT NULL
 );
 
 -- Authorization codes: one use each. family names what the code issued,
@@ -34,13 +34,13 @@ CREATE TABLE oauth_codes (
 	hash         TEXT PRIMARY KEY,
 	family       TEXT NOT NULL,
 	client_id    TEXT NOT NULL,
-	user         TEXT NOT NULL,
+	"user"         TEXT NOT NULL,
 	redirect_uri TEXT NOT NULL,
 	challenge    TEXT NOT NULL,
 	resource     TEXT NOT NULL,
 	scope        TEXT NOT NULL,
-	expires_at   INTEGER NOT NULL,
-	used_at      INTEGER
+	expires_at   BIGINT NOT NULL,
+	used_at      BIGINT
 );
 
 -- Access and refresh tokens. A refresh token is used once (rotation); a
@@ -51,13 +51,13 @@ CREATE TABLE oauth_tokens (
 	kind       TEXT NOT NULL,
 	family     TEXT NOT NULL,
 	client_id  TEXT NOT NULL,
-	user       TEXT NOT NULL,
+	"user"       TEXT NOT NULL,
 	resource   TEXT NOT NULL,
 	scope      TEXT NOT NULL,
-	created_at INTEGER NOT NULL,
-	expires_at INTEGER NOT NULL,
-	used_at    INTEGER,
-	revoked_at INTEGER
+	created_at BIGINT NOT NULL,
+	expires_at BIGINT NOT NULL,
+	used_at    BIGINT,
+	revoked_at BIGINT
 );
 CREATE INDEX oauth_tokens_family ON oauth_tokens (family);
 
@@ -65,6 +65,6 @@ CREATE INDEX oauth_tokens_family ON oauth_tokens (family);
 -- provider (cookie warren_oauth_login).
 CREATE TABLE oauth_logins (
 	hash       TEXT PRIMARY KEY,
-	user       TEXT NOT NULL,
-	expires_at INTEGER NOT NULL
+	"user"       TEXT NOT NULL,
+	expires_at BIGINT NOT NULL
 );

@@ -12,7 +12,7 @@ CREATE TABLE git_session_identities (
 -- database's own row ids, so the table reads the same on PostgreSQL.
 CREATE TABLE git_pushes (
 	session_id  TEXT NOT NULL,
-	seq         INTEGER NOT NULL,
+	seq         BIGINT NOT NULL,
 	owner       TEXT NOT NULL,
 	branch      TEXT NOT NULL,
 	commit_id   TEXT NOT NULL,
