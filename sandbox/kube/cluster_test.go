@@ -68,6 +68,11 @@ type cluster struct {
 	port int
 	root string
 
+	// rec serializes the rounds of reconcile with what a pod's end
+	// writes, so that a dead pod's status never lands after its
+	// successor's.
+	rec sync.Mutex
+
 	mu       sync.Mutex
 	pods     map[string]*pod   // by Sandbox name
 	volumes  map[string]string // by Sandbox name: the "PVC"
@@ -148,6 +153,8 @@ func (cl *cluster) sandboxes(ctx context.Context) []unstructured.Unstructured {
 
 // reconcile does one round of the controller's and the kubelet's work.
 func (cl *cluster) reconcile(ctx context.Context) {
+	cl.rec.Lock()
+	defer cl.rec.Unlock()
 	cl.reconcileClaims(ctx)
 	seen := map[string]bool{}
 	for _, sb := range cl.sandboxes(ctx) {
@@ -302,6 +309,8 @@ func (cl *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 	go func() {
 		cmd.Wait()
 		close(p.dead)
+		cl.rec.Lock()
+		defer cl.rec.Unlock()
 		cl.mu.Lock()
 		mine := cl.pods[name] == p
 		if mine {

@@ -328,3 +328,48 @@ func TestSandboxNames(t *testing.T) {
 		t.Errorf("New without a template: %v", err)
 	}
 }
+
+// Attack: a template that asks for the service-account token, or brings
+// a warren-tls volume of its own (another session's certificate), does not
+// get them: every session's pod has no token and its own Secret.
+func TestTemplateCannotGiveThePodATokenOrAnotherCertificate(t *testing.T) {
+	cl := newCluster(t)
+	ctx := testCtx(t)
+	tmpl := &unstructured.Unstructured{}
+	tmpl.SetGroupVersionKind(TemplateGVK)
+	if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: testNS, Name: "warren-session"}, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _ := unstructured.NestedMap(tmpl.Object, "spec", "podTemplate", "spec")
+	spec["automountServiceAccountToken"] = true
+	vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+	spec["volumes"] = append(vols, map[string]any{"name": TLSVolume, "secret": map[string]any{"secretName": "warren-s-other-tls"}})
+	if err := unstructured.SetNestedMap(tmpl.Object, spec, "spec", "podTemplate", "spec"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.c.Update(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := newSandboxes(t, cl, Config{}).Create(ctx, "s-tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := mustGet(t, cl, sb.Name)
+	if v, _, _ := unstructured.NestedBool(obj.Object, "spec", "podTemplate", "spec", "automountServiceAccountToken"); v {
+		t.Error("the session's pod gets a service-account token")
+	}
+	vols, _, _ = unstructured.NestedSlice(obj.Object, "spec", "podTemplate", "spec", "volumes")
+	var secrets []string
+	for _, v := range vols {
+		if m := v.(map[string]any); m["name"] == TLSVolume {
+			name, _, _ := unstructured.NestedString(m, "secret", "secretName")
+			secrets = append(secrets, name)
+		}
+	}
+	if len(secrets) != 1 || secrets[0] != secretName(sb.Name) {
+		t.Errorf("the pod's %s volumes hold %v, want only %s", TLSVolume, secrets, secretName(sb.Name))
+	}
+	if _, err := sb.Runner(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
