@@ -10,10 +10,7 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/warrenhq/warren/sandbox/runner/pki"
 	"github.com/warrenhq/warren/sessions/errs"
@@ -47,9 +44,8 @@ func (s *Sandboxes) authority(ctx context.Context) (*pki.CA, error) {
 	if s.ca.ca != nil {
 		return s.ca.ca, nil
 	}
-	key := ctrl.ObjectKey{Namespace: s.cfg.Namespace, Name: s.cfg.CASecret}
-	var sec corev1.Secret
-	err := s.c.Get(ctx, key, &sec)
+	ns, name := s.cfg.Namespace, s.cfg.CASecret
+	sec, err := s.c.Get(ctx, SecretGVK, ns, name)
 	if apierrors.IsNotFound(err) {
 		ca, err := pki.NewCA("warren runners", caValidity)
 		if err != nil {
@@ -59,27 +55,24 @@ func (s *Sandboxes) authority(ctx context.Context) (*pki.CA, error) {
 		if err != nil {
 			return nil, err
 		}
-		sec = corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{LabelManagedBy: managedBy}},
-			Data: map[string][]byte{"ca.crt": ca.PEM,
-				"ca.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})},
-		}
-		err = s.c.Create(ctx, &sec)
+		err = s.c.Create(ctx, newSecret(ns, name, "", map[string]string{LabelManagedBy: managedBy},
+			map[string][]byte{"ca.crt": ca.PEM, "ca.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})}))
 		if err == nil {
 			s.ca.ca = ca
 			return ca, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return nil, apiErr(err, "create the runners' certificate authority (Secret "+key.Name+")")
+			return nil, apiErr(err, "create the runners' certificate authority (Secret "+name+")")
 		}
-		err = s.c.Get(ctx, key, &sec)
+		sec, err = s.c.Get(ctx, SecretGVK, ns, name)
 	}
 	if err != nil {
-		return nil, apiErr(err, "read the runners' certificate authority (Secret "+key.Name+")")
+		return nil, apiErr(err, "read the runners' certificate authority (Secret "+name+")")
 	}
-	ca, err := parseCA(sec.Data["ca.crt"], sec.Data["ca.key"])
+	data := secretData(sec)
+	ca, err := parseCA(data["ca.crt"], data["ca.key"])
 	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("the Secret %s does not hold a certificate authority warren can use (%v): delete it to make a new one, and with it every session's sandbox", key.Name, err))
+		return nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("the Secret %s does not hold a certificate authority warren can use (%v): delete it to make a new one, and with it every session's sandbox", name, err))
 	}
 	s.ca.ca = ca
 	return ca, nil
@@ -125,13 +118,10 @@ func (s *Sandboxes) certSecret(ctx context.Context, name, tlsName string, labels
 	if err != nil {
 		return err
 	}
-	sec := corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.cfg.Namespace, Name: name, Labels: labels},
-		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: pair.CertPEM, corev1.TLSPrivateKeyKey: pair.KeyPEM, "ca.crt": ca.PEM},
-	}
-	if err := s.c.Create(ctx, &sec); err != nil && !apierrors.IsAlreadyExists(err) {
-		return apiErr(err, "create the session's runner certificate (Secret "+sec.Name+")")
+	sec := newSecret(s.cfg.Namespace, name, "kubernetes.io/tls", labels,
+		map[string][]byte{"tls.crt": pair.CertPEM, "tls.key": pair.KeyPEM, "ca.crt": ca.PEM})
+	if err := s.c.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return apiErr(err, "create the session's runner certificate (Secret "+name+")")
 	}
 	return nil
 }

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/warrenhq/warren/sessions/errs"
 )
@@ -70,17 +69,17 @@ type Config struct {
 	PollEvery time.Duration
 }
 
-// Sandboxes makes and finds sessions' sandboxes through a Kubernetes
-// client (controller-runtime's; a real cluster's or a fake one).
+// Sandboxes makes and finds sessions' sandboxes through the Kubernetes
+// API (a real cluster's, or a fake one in tests).
 type Sandboxes struct {
-	c   ctrl.Client
+	c   API
 	cfg Config
 	ca  *authority
 }
 
 // New returns the sandboxes of cfg reached through c. Nothing is read
 // from the cluster until a session needs it.
-func New(c ctrl.Client, cfg Config) (*Sandboxes, error) {
+func New(c API, cfg Config) (*Sandboxes, error) {
 	if cfg.Namespace == "" || cfg.Template == "" && cfg.WarmPool == "" {
 		return nil, errs.New(errs.Invalid, "kubernetes sessions need a namespace and a SandboxTemplate (or a warm pool) to make sandboxes from")
 	}

@@ -24,7 +24,7 @@ func newSandboxes(t *testing.T, cl *cluster, cfg Config) *Sandboxes {
 	if cfg.Template == "" {
 		cfg.Template = "warren-session"
 	}
-	s, err := New(cl.c, cfg)
+	s, err := New(ctrlAPI{cl.c}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,8 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/warrenhq/warren/sandbox/runner/client"
 	"github.com/warrenhq/warren/sandbox/runner/proto"
@@ -69,9 +66,8 @@ func (s *Sandboxes) Create(ctx context.Context, id string) (*Sandbox, error) {
 // service-account token whatever the template says (nothing in a pod
 // may speak to the API server).
 func (s *Sandboxes) fromTemplate(ctx context.Context, name, id string) (*unstructured.Unstructured, error) {
-	tmpl := &unstructured.Unstructured{}
-	tmpl.SetGroupVersionKind(TemplateGVK)
-	if err := s.c.Get(ctx, ctrl.ObjectKey{Namespace: s.cfg.Namespace, Name: s.cfg.Template}, tmpl); err != nil {
+	tmpl, err := s.c.Get(ctx, TemplateGVK, s.cfg.Namespace, s.cfg.Template)
+	if err != nil {
 		return nil, apiErr(err, "read the SandboxTemplate "+s.cfg.Template)
 	}
 	pod, ok, _ := unstructured.NestedMap(tmpl.Object, "spec", "podTemplate")
@@ -142,9 +138,8 @@ type state struct {
 }
 
 func (s *Sandboxes) state(ctx context.Context, name string) (state, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(SandboxGVK)
-	if err := s.c.Get(ctx, ctrl.ObjectKey{Namespace: s.cfg.Namespace, Name: name}, u); err != nil {
+	u, err := s.c.Get(ctx, SandboxGVK, s.cfg.Namespace, name)
+	if err != nil {
 		return state{}, apiErr(err, "read the Sandbox "+name)
 	}
 	var st state
@@ -254,12 +249,8 @@ func (b *Sandbox) drop() {
 }
 
 func (b *Sandbox) setMode(ctx context.Context, mode string) error {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(SandboxGVK)
-	u.SetNamespace(b.s.cfg.Namespace)
-	u.SetName(b.Name)
-	patch := ctrl.RawPatch(types.MergePatchType, []byte(`{"spec":{"operatingMode":"`+mode+`"}}`))
-	if err := b.s.c.Patch(ctx, u, patch); err != nil {
+	patch := []byte(`{"spec":{"operatingMode":"` + mode + `"}}`)
+	if err := b.s.c.MergePatch(ctx, SandboxGVK, b.s.cfg.Namespace, b.Name, patch); err != nil {
 		return apiErr(err, "set the Sandbox "+b.Name+" to "+mode)
 	}
 	return nil
@@ -299,23 +290,15 @@ func (b *Sandbox) Resume(ctx context.Context) error {
 // is already gone is not an error.
 func (b *Sandbox) Delete(ctx context.Context) error {
 	b.drop()
-	var obj ctrl.Object
+	ns := b.s.cfg.Namespace
+	gvk, name := SandboxGVK, b.Name
 	if b.claim != "" {
-		obj = b.s.claimObject(b.claim)
-	} else {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(SandboxGVK)
-		u.SetNamespace(b.s.cfg.Namespace)
-		u.SetName(b.Name)
-		obj = u
-		sec := &corev1.Secret{}
-		sec.Namespace, sec.Name = b.s.cfg.Namespace, secretName(b.Name)
-		if err := b.s.c.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
-			return apiErr(err, "delete the session's runner certificate "+sec.Name)
-		}
+		gvk, name = ClaimGVK, b.claim
+	} else if err := b.s.c.Delete(ctx, SecretGVK, ns, secretName(b.Name)); err != nil && !apierrors.IsNotFound(err) {
+		return apiErr(err, "delete the session's runner certificate "+secretName(b.Name))
 	}
-	if err := b.s.c.Delete(ctx, obj, ctrl.PropagationPolicy("Background")); err != nil && !apierrors.IsNotFound(err) {
-		return apiErr(err, "delete the session's sandbox "+b.Name)
+	if err := b.s.c.Delete(ctx, gvk, ns, name); err != nil && !apierrors.IsNotFound(err) {
+		return apiErr(err, "delete the session's sandbox "+name)
 	}
 	return nil
 }

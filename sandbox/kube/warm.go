@@ -6,7 +6,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/warrenhq/warren/sessions/errs"
 )
@@ -72,8 +71,8 @@ func (s *Sandboxes) claimed(ctx context.Context, id, name string) (*Sandbox, err
 		defer cancel()
 	}
 	for {
-		c := s.claimObject(name)
-		if err := s.c.Get(ctx, ctrl.ObjectKey{Namespace: s.cfg.Namespace, Name: name}, c); err != nil {
+		c, err := s.c.Get(ctx, ClaimGVK, s.cfg.Namespace, name)
+		if err != nil {
 			return nil, apiErr(err, "read the SandboxClaim "+name)
 		}
 		got, _, _ := unstructured.NestedString(c.Object, "status", "sandbox", "name")
