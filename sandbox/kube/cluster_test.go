@@ -83,6 +83,8 @@ type cluster struct {
 	// secretOf, when set for a Sandbox, makes its pod mount another
 	// Secret than the one its spec names (an impostor).
 	secretOf map[string]string
+	// hold keeps a Sandbox's pod from starting (a node that has no room).
+	hold map[string]bool
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -103,7 +105,7 @@ func newCluster(t *testing.T) *cluster {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cl := &cluster{t: t, c: c, port: port, root: t.TempDir(), pods: map[string]*pod{},
-		volumes: map[string]string{}, nextIP: 1, starts: map[string]int{}, claims: map[string]string{}, secretOf: map[string]string{}}
+		volumes: map[string]string{}, nextIP: 1, starts: map[string]int{}, claims: map[string]string{}, secretOf: map[string]string{}, hold: map[string]bool{}}
 	cl.applyTemplate("warren-session", "deploy/sandbox-template.yaml")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -172,6 +174,12 @@ func (cl *cluster) reconcile(ctx context.Context) {
 			cl.setStatus(ctx, name, false, "SandboxSuspended", "", true)
 		case p == nil:
 			cl.setStatus(ctx, name, false, "DependenciesNotReady", "", false)
+			cl.mu.Lock()
+			held := cl.hold[name]
+			cl.mu.Unlock()
+			if held {
+				continue
+			}
 			if ip, err := cl.startPod(ctx, &sb); err != nil {
 				cl.t.Logf("pod of %s: %v", name, err)
 			} else {

@@ -373,3 +373,41 @@ func TestTemplateCannotGiveThePodATokenOrAnotherCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Suspending a session whose pod has not come up yet (someone waits for
+// it) suspends it: the waiter is told the session is suspended, rather
+// than the suspension waiting behind the waiter.
+func TestSuspendWhileWaitingForThePod(t *testing.T) {
+	cl := newCluster(t)
+	s := newSandboxes(t, cl, Config{})
+	ctx := testCtx(t)
+	name, _ := Name("s-wait")
+	cl.mu.Lock()
+	cl.hold[name] = true
+	cl.mu.Unlock()
+	sb, err := s.Create(ctx, "s-wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := sb.Runner(wctx)
+		waited <- err
+	}()
+	for {
+		st, err := s.state(ctx, name) // the waiter has seen a pod that is not ready
+		if err == nil && st.why != "" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // let the waiter take its lock and poll
+	if err := sb.Suspend(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; errs.CodeOf(err) != errs.Conflict {
+		t.Errorf("the waiter got %v, want a conflict saying the session is suspended", err)
+	}
+}

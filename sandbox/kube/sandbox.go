@@ -31,8 +31,9 @@ type Sandbox struct {
 	claim   string // the SandboxClaim that holds it, from a warm pool
 	tls     string // the name its runner's certificate is issued for
 
-	mu   sync.Mutex
-	conn *client.Conn
+	dialing sync.Mutex // one dial at a time; held while waiting for the pod
+	mu      sync.Mutex // guards conn, never held while waiting
+	conn    *client.Conn
 }
 
 // Create makes the sandbox of session id from the configured template
@@ -177,15 +178,13 @@ func (s *Sandboxes) state(ctx context.Context, name string) (state, error) {
 // died and came back). It waits up to ctx's deadline, five minutes
 // without one; concurrent callers share one connection.
 func (b *Sandbox) Runner(ctx context.Context) (*client.Conn, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.conn != nil {
-		select {
-		case <-b.conn.Done():
-			b.conn = nil
-		default:
-			return b.conn, nil
-		}
+	if c := b.live(); c != nil {
+		return c, nil
+	}
+	b.dialing.Lock()
+	defer b.dialing.Unlock()
+	if c := b.live(); c != nil {
+		return c, nil // another caller dialed while this one waited
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -195,7 +194,9 @@ func (b *Sandbox) Runner(ctx context.Context) (*client.Conn, error) {
 	for {
 		conn, err := b.dial(ctx)
 		if conn != nil {
+			b.mu.Lock()
 			b.conn = conn
+			b.mu.Unlock()
 			return conn, nil
 		}
 		if c := errs.CodeOf(err); c == errs.NotFound || c == errs.Conflict || c == errs.Invalid {
@@ -206,6 +207,22 @@ func (b *Sandbox) Runner(ctx context.Context) (*client.Conn, error) {
 			return nil, errs.Wrap(errs.Unavailable, err, "the session's sandbox "+b.Name+" did not become reachable in time: "+err.Error())
 		case <-time.After(b.s.cfg.PollEvery):
 		}
+	}
+}
+
+// live is the connection if it has not ended.
+func (b *Sandbox) live() *client.Conn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conn == nil {
+		return nil
+	}
+	select {
+	case <-b.conn.Done():
+		b.conn = nil
+		return nil
+	default:
+		return b.conn
 	}
 }
 
