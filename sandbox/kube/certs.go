@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/warrenhq/warren/sandbox/runner/pki"
+	"github.com/warrenhq/warren/sandbox/runner/proto"
 	"github.com/warrenhq/warren/sessions/errs"
 )
 
@@ -145,10 +146,7 @@ func (s *Sandboxes) clientTLS(ctx context.Context, tlsName string) (*tls.Config,
 // refusal of the API server is the operator's to fix (RBAC, a missing
 // CRD), a timeout or an unreachable server may pass.
 func apiErr(err error, what string) error {
-	msg := what + ": " + err.Error()
-	if len(msg) > 1000 {
-		msg = msg[:1000]
-	}
+	msg := proto.Cut(what+": "+err.Error(), 1000)
 	switch {
 	case apierrors.IsNotFound(err):
 		return errs.Wrap(errs.NotFound, err, msg)
