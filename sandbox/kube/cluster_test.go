@@ -360,63 +360,6 @@ func (cl *cluster) setStatus(ctx context.Context, name string, ready bool, reaso
 	}
 }
 
-// reconcileClaims plays the warm pool's controller: a claim gets a
-// Sandbox of the pool's template (mounting the pool's Secret), and its
-// deletion deletes that Sandbox.
-func (cl *cluster) reconcileClaims(ctx context.Context) {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(ClaimGVK.GroupVersion().WithKind("SandboxClaimList"))
-	if err := cl.c.List(ctx, l, ctrl.InNamespace(testNS)); err != nil {
-		return
-	}
-	present := map[string]bool{}
-	for _, c := range l.Items {
-		present[c.GetName()] = true
-		if got, _, _ := unstructured.NestedString(c.Object, "status", "sandbox", "name"); got != "" {
-			continue
-		}
-		pool, _, _ := unstructured.NestedString(c.Object, "spec", "warmPoolRef", "name")
-		tmpl := &unstructured.Unstructured{}
-		tmpl.SetGroupVersionKind(TemplateGVK)
-		if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: testNS, Name: "warren-session"}, tmpl); err != nil {
-			continue
-		}
-		podT, _, _ := unstructured.NestedMap(tmpl.Object, "spec", "podTemplate")
-		_ = withSessionPod(podT, PoolSecret(pool), "")
-		cl.mu.Lock()
-		cl.nextWarm++
-		name := pool + "-" + strconv.Itoa(cl.nextWarm)
-		cl.mu.Unlock()
-		sb := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"podTemplate": podT, "operatingMode": ModeRunning}}}
-		sb.SetGroupVersionKind(SandboxGVK)
-		sb.SetNamespace(testNS)
-		sb.SetName(name)
-		if err := cl.c.Create(ctx, sb); err != nil {
-			continue
-		}
-		_ = unstructured.SetNestedField(c.Object, name, "status", "sandbox", "name")
-		if err := cl.c.Status().Update(ctx, &c); err != nil {
-			cl.t.Logf("claim %s: %v", c.GetName(), err)
-		}
-		cl.mu.Lock()
-		cl.claims[c.GetName()] = name
-		cl.mu.Unlock()
-	}
-	// A deleted claim takes its sandbox with it (owner references).
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	for claim, name := range cl.claims {
-		if !present[claim] {
-			sb := &unstructured.Unstructured{}
-			sb.SetGroupVersionKind(SandboxGVK)
-			sb.SetNamespace(testNS)
-			sb.SetName(name)
-			_ = cl.c.Delete(ctx, sb)
-			delete(cl.claims, claim)
-		}
-	}
-}
-
 // pod is the current pod of a Sandbox (nil if none).
 func (cl *cluster) pod(name string) *pod {
 	cl.mu.Lock()
