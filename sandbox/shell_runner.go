@@ -46,7 +46,7 @@ func (s *Shell) Runner(ctx context.Context) (*client.Conn, error) {
 	if j != nil {
 		j.kill()
 	}
-	j, err := s.ensureJail()
+	j, err := s.startTraced(ctx) // a jail started for its runner is counted as any other
 	if err != nil {
 		return nil, err
 	}
