@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -66,6 +67,11 @@ func run(args []string) int {
 	// ptrace the runner or read its memory. (The server trusts nothing the
 	// runner says anyway; this keeps the runner's work its own.)
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// One thread runs Go code: a request handed from the reader to its
+	// handler's goroutine stays on it instead of waking a second thread
+	// (a futex round trip per request), and an idle runner holds fewer
+	// threads.
+	runtime.GOMAXPROCS(1)
 	if fwdAddr != "" {
 		ready := make(chan error, 1)
 		go func() {
