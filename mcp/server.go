@@ -128,7 +128,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, us
 
 // Close interrupts running commands. The caller closes the session manager.
 func (s *Server) Close() {
-	s.deps.sessions.StopCommands()
+	if s.deps.sessions != nil { // a server of other tools only (tests, benchmarks)
+		s.deps.sessions.StopCommands()
+	}
 	s.deps.usage.close() // write the last tool-output records
 }
 
