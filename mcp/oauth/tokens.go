@@ -139,29 +139,19 @@ func (s *Server) redeemCode(w http.ResponseWriter, r *http.Request, c *Client) {
 	// The code is marked used and its tokens stored in one transaction: of
 	// two concurrent redemptions exactly one marks it, and the other, which
 	// waits for that transaction, then finds the tokens to revoke.
-	tx, err := s.db.BeginTx(r.Context(), nil)
+	tx, first, err := s.useOnce(r.Context(), "oauth_codes", hashOf(code), family, now)
 	if err != nil {
 		s.clientError(w, err)
 		return
 	}
-	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	res, err := tx.ExecContext(r.Context(), `UPDATE oauth_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL`, now.UnixMilli(), hashOf(code))
-	if err != nil {
-		s.clientError(w, err)
-		return
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		_ = tx.Rollback()
+	if !first {
 		// A second use: the code leaked. What the first use issued is
 		// revoked (OAuth 2.1 §4.1.3).
-		if err := s.revokeFamily(r.Context(), family); err != nil {
-			s.clientError(w, err)
-			return
-		}
 		s.opts.Log.Warn().Str("client_id", clientID).Str("user", user).Msg("oauth: an authorization code was used twice; what it issued is revoked")
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "this authorization code was already used: the tokens it issued are revoked")
 		return
 	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	var refuse string
 	switch {
 	case clientID != c.ID:
@@ -243,29 +233,19 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 		return
 	}
 	// Used and replaced in one transaction (see redeemCode).
-	tx, err := s.db.BeginTx(r.Context(), nil)
+	tx, first, err := s.useOnce(r.Context(), "oauth_tokens", h, family, now)
 	if err != nil {
 		s.clientError(w, err)
 		return
 	}
-	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	res, err := tx.ExecContext(r.Context(), `UPDATE oauth_tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL`, now.UnixMilli(), h)
-	if err != nil {
-		s.clientError(w, err)
-		return
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		_ = tx.Rollback()
-		// Reuse of a rotated refresh token: someone holds a copy. Revoke
-		// the family, so that neither copy works.
-		if err := s.revokeFamily(r.Context(), family); err != nil {
-			s.clientError(w, err)
-			return
-		}
+	if !first {
+		// Reuse of a rotated refresh token: someone holds a copy. The
+		// family is revoked, so that neither copy works.
 		s.opts.Log.Warn().Str("client_id", clientID).Str("user", user).Msg("oauth: a used refresh token was presented again; its family is revoked")
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "this refresh token was already used: every token of this authorization is revoked, authorize again")
 		return
 	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	if now.UnixMilli() >= expires {
 		_ = tx.Commit()
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token has expired: authorize again")
@@ -360,4 +340,26 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
+}
+
+// useOnce marks the single-use credential hash of table (oauth_codes or
+// oauth_tokens) used, in a transaction the caller goes on with and
+// commits: of two concurrent uses exactly one marks it. A credential used
+// before is a leaked copy: first is false, nothing stays open, and every
+// token of its family is revoked.
+func (s *Server) useOnce(ctx context.Context, table, hash, family string, now time.Time) (tx *sql.Tx, first bool, err error) {
+	tx, err = s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE `+table+` SET used_at = ? WHERE hash = ? AND used_at IS NULL`, now.UnixMilli(), hash)
+	if err != nil {
+		tx.Rollback() //nolint:errcheck // the error above is the one to report
+		return nil, false, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		tx.Rollback() //nolint:errcheck // nothing was changed
+		return nil, false, s.revokeFamily(ctx, family)
+	}
+	return tx, true, nil
 }

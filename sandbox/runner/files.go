@@ -44,9 +44,14 @@ func FileOps(dir, mount string) map[string]Handler {
 	return ops
 }
 
-// checkLimit refuses a limit the server would never ask for.
-func checkLimit(n int64) error {
-	if n < 0 || n > proto.MaxFileLimit {
+// decodeFileArgs decodes a file operation's arguments into a and refuses
+// the limit they carry (*limit, a field of a) when the server would never
+// ask for it.
+func decodeFileArgs(c *Call, a any, limit *int64) error {
+	if err := c.DecodeArgs(a); err != nil {
+		return err
+	}
+	if n := *limit; n < 0 || n > proto.MaxFileLimit {
 		return proto.Errorf(proto.CodeInvalid, "limit %d is outside 0..%d", n, proto.MaxFileLimit)
 	}
 	return nil
@@ -54,10 +59,7 @@ func checkLimit(n int64) error {
 
 func (w *workspace) read(c *Call) (any, error) {
 	var a proto.FileReadArgs
-	if err := c.DecodeArgs(&a); err != nil {
-		return nil, err
-	}
-	if err := checkLimit(a.Limit); err != nil {
+	if err := decodeFileArgs(c, &a, &a.Limit); err != nil {
 		return nil, err
 	}
 	root, err := w.open()
@@ -153,10 +155,7 @@ func readInput(c *Call) ([]byte, error) {
 
 func (w *workspace) write(c *Call) (any, error) {
 	var a proto.FileWriteArgs
-	if err := c.DecodeArgs(&a); err != nil {
-		return nil, err
-	}
-	if err := checkLimit(a.Limit); err != nil {
+	if err := decodeFileArgs(c, &a, &a.Limit); err != nil {
 		return nil, err
 	}
 	data, err := readInput(c)
@@ -209,10 +208,7 @@ func (w *workspace) replace(root *os.Root, p resolved, data []byte, maxGrow, bas
 
 func (w *workspace) edit(c *Call) (any, error) {
 	var a proto.FileEditArgs
-	if err := c.DecodeArgs(&a); err != nil {
-		return nil, err
-	}
-	if err := checkLimit(a.Limit); err != nil {
+	if err := decodeFileArgs(c, &a, &a.Limit); err != nil {
 		return nil, err
 	}
 	in, err := readInput(c)

@@ -89,11 +89,8 @@ func (r *Runner) Runner(context.Context) (*client.Conn, error) {
 	if r.roots == nil {
 		return nil, ErrNoFiles
 	}
-	if r.conn == nil {
-		r.conn = runnertest.Serve(r.roots)
-	}
 	r.running = true
-	return r.conn, nil
+	return r.connLocked(), nil
 }
 
 // LiveRunner is Runner's connection while the shell runs, else nil.
@@ -103,6 +100,12 @@ func (r *Runner) LiveRunner() *client.Conn {
 	if !r.running || r.closed || r.roots == nil {
 		return nil
 	}
+	return r.connLocked()
+}
+
+// connLocked returns the in-process runner, serving it on first use.
+// Called with r.mu held.
+func (r *Runner) connLocked() *client.Conn {
 	if r.conn == nil {
 		r.conn = runnertest.Serve(r.roots)
 	}
