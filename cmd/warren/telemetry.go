@@ -60,6 +60,7 @@ func newRegistry(svc *services) (*prometheus.Registry, error) {
 	}
 	cs := append(dataDirCollectors(svc.db, svc.dataDir),
 		svc.sessions.QuotaCollector(),
+		svc.sessions.LeaseCollector(),
 		collectors.NewDBStatsCollector(svc.db, "warren"),
 		busyRetries,
 		collectors.NewGoCollector(),
