@@ -271,14 +271,19 @@ func (l *leaser) took(ctx context.Context, s *Session, epoch int64, start time.T
 	l.mu.Unlock()
 	l.m.dropShell(s.ID, true)
 	fresh, err := l.m.store.Get(ctx, s.Owner, s.ID)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		// Not stored yet: a bound session's base is recorded by its jail
+		// before its row is written (Create). Its state is the new one.
+	case err != nil:
 		l.release(s.ID, epoch)
 		return err
+	default:
+		s.mu.Lock()
+		s.Shell = fresh.Shell
+		s.shellFrom.live, s.shellFrom.version = nil, 0
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	s.Shell = fresh.Shell
-	s.shellFrom.live, s.shellFrom.version = nil, 0
-	s.mu.Unlock()
 	l.acquired.Add(1)
 	l.m.leaseLog("took the lease", s.ID, epoch)
 	return nil
