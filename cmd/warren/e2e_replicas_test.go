@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -121,6 +123,16 @@ func TestReplicasServeOneClientAlternately(t *testing.T) {
 	}
 	if ls := fmt.Sprint(c.must("session_list", map[string]any{})); !strings.Contains(ls, id) {
 		t.Fatalf("session_list on A: %s", ls)
+	}
+	// The CLI beside the replicas takes its turn like a third replica,
+	// with WARREN_REPLICA_ID of a replica in its environment.
+	cmd := exec.Command(warrenBin, "session", "exec", "--data-dir", data, "--database", db, "--user", "alice", id, "--", "pwd; echo $REPLICA; export REPLICA=cli")
+	cmd.Env = append(os.Environ(), "WARREN_REPLICA_ID=replica-a")
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "/tmp\nb\n" {
+		t.Fatalf("warren session exec beside the replicas: %q %v", out, err)
+	}
+	if out := c.must("shell_exec", map[string]any{"session_id": id, "command": "echo $REPLICA"}); out["stdout"] != "cli\n" {
+		t.Fatalf("A after the CLI: %v", out)
 	}
 	for name, srv := range map[string]*httpServer{"replica-a": a, "replica-b": b} {
 		if m := metricsOf(t, srv, tok); !strings.Contains(m, `warren_replica_info{replica="`+name+`"} 1`) {

@@ -54,7 +54,24 @@ func sessionConfig(c *cli.Context, dir string) (sessions.Config, error) {
 	// The processes of a user's jails together: as many as their jails may
 	// hold, written on the user's cgroup so the bound is explicit.
 	user.PIDs = int64(user.Jails) * sandbox.DefaultProfile("/").Limits.PIDs
+	var lease *sessions.LeaseConfig
+	if isPostgresURL(c.String("database")) {
+		// Replicas may share this database (and so may the CLI, for a
+		// moment): one process at a time drives each session's jail.
+		if c.Duration("lease-ttl") < time.Second {
+			return sessions.Config{}, cli.Exit("--lease-ttl must be at least 1s", 2)
+		}
+		lease = &sessions.LeaseConfig{TTL: c.Duration("lease-ttl")}
+		if c.Command.Name == "http" || c.Command.Name == "stdio" {
+			// Only a server takes the configured id: a CLI command run
+			// beside a replica (whose environment may set it) must not
+			// pass for that replica, whose leases a new holder of its id
+			// gives up.
+			lease.ReplicaID = c.String("replica-id")
+		}
+	}
 	return sessions.Config{
+		Lease:   lease,
 		DataDir: dir, BindDir: c.String("workspace"),
 		AllowLocalSources: c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources"),
 		// Token holders are not the operator: https to public hosts only.
@@ -83,13 +100,7 @@ func newSessionManager(c *cli.Context, store *sessions.Store, db *sql.DB, dir st
 		return nil, nil, err
 	}
 	cfg.Network = net
-	if isPostgresURL(c.String("database")) {
-		// Replicas may share this database: one drives each session's jail.
-		if c.Duration("lease-ttl") < time.Second {
-			stopNet()
-			return nil, nil, cli.Exit("--lease-ttl must be at least 1s", 2)
-		}
-		cfg.Lease = &sessions.LeaseConfig{ReplicaID: c.String("replica-id"), TTL: c.Duration("lease-ttl")}
+	if cfg.Lease != nil {
 		cfg.LeaseLog = func(msg, id string, epoch int64) {
 			log.Info().Str("session", id).Int64("epoch", epoch).Msg(msg)
 		}
