@@ -206,7 +206,8 @@ func (l *leaser) hold(ctx context.Context, s *Session) error {
 		// Our own handover of it is under way: let it end, then take it
 		// back like anyone else.
 		if err := sleepCtx(ctx, handoverPoll); err != nil {
-			return l.busyError(s.ID, "")
+			return errs.New(errs.Busy, fmt.Sprintf("session %s is being handed over to another replica, which asked "+
+				"for it while a command ran here: retry in a moment", s.ID))
 		}
 	}
 	if h != nil {

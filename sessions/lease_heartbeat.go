@@ -141,31 +141,42 @@ func (l *leaser) answerHandovers(ctx context.Context) {
 // released. A command that outlives the wait keeps the lease: the asker
 // gets a clear error.
 func (l *leaser) handOver(id string, epoch int64) {
+	keep := func() {
+		l.mu.Lock()
+		if h := l.held[id]; h != nil && h.epoch == epoch {
+			h.releasing = false
+		}
+		l.mu.Unlock()
+	}
 	deadline := time.Now().Add(l.wait)
-	for l.m.commandRuns(id) {
-		if time.Now().After(deadline) {
-			l.mu.Lock()
-			if h := l.held[id]; h != nil && h.epoch == epoch {
-				h.releasing = false
-			}
-			l.mu.Unlock()
+	for i := 1; l.m.commandRuns(id); i++ {
+		// Stop waiting once nobody asks any more (the asker gave up).
+		if time.Now().After(deadline) || (i%10 == 0 && !l.stillAsked(id, epoch)) {
+			keep()
 			return
 		}
 		time.Sleep(handoverPoll / 2)
 	}
 	if err := l.m.saveBeforeHandover(id, l.wait); err != nil {
 		l.m.leaseLog("kept the lease: its state could not be saved ("+err.Error()+")", id, epoch)
-		l.mu.Lock()
-		if h := l.held[id]; h != nil && h.epoch == epoch {
-			h.releasing = false
-		}
-		l.mu.Unlock()
+		keep()
 		return
 	}
 	l.m.dropShell(id, true)
 	l.release(id, epoch)
 	l.handedOver.Add(1)
 	l.m.leaseLog("handed the session over", id, epoch)
+}
+
+// stillAsked reports whether another replica still asks for session id's
+// lease (true when the database cannot say).
+func (l *leaser) stillAsked(id string, epoch int64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var who string
+	err := l.db.QueryRowContext(ctx, `SELECT handover FROM session_leases WHERE session_id = ? AND holder = ? AND epoch = ?`,
+		id, l.id, epoch).Scan(&who)
+	return err != nil || who != ""
 }
 
 // close releases every lease (after the manager saved the shells' state)
