@@ -126,10 +126,7 @@ func newLeaser(m *Manager, db *sql.DB, cfg LeaseConfig) (*leaser, error) {
 	if l.wait <= 0 {
 		l.wait = 3 * l.ttl
 	}
-	l.now = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
-	if sqlschema.DialectOf(db) == sqlschema.Postgres {
-		l.now = `(extract(epoch from clock_timestamp()) * 1000)::bigint`
-	}
+	l.now = dbNowMillis(db)
 	// Leases left under this id by an earlier run (an explicit
 	// --replica-id reused after a crash) are given up: their jails died.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -142,6 +139,15 @@ func newLeaser(m *Manager, db *sql.DB, cfg LeaseConfig) (*leaser, error) {
 	l.stop = cancel
 	go l.heartbeat(ctx)
 	return l, nil
+}
+
+// dbNowMillis is the SQL expression of the database's clock in
+// milliseconds: one clock for every replica's leases.
+func dbNowMillis(db *sql.DB) string {
+	if sqlschema.DialectOf(db) == sqlschema.Postgres {
+		return `(extract(epoch from clock_timestamp()) * 1000)::bigint`
+	}
+	return `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 }
 
 func printable(s string) bool {

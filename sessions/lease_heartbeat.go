@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -258,4 +259,37 @@ func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(leaseEventsDesc, prometheus.CounterValue, float64(c.l.acquired.Load()), "taken")
 	ch <- prometheus.MustNewConstMetric(leaseEventsDesc, prometheus.CounterValue, float64(c.l.handedOver.Load()), "handed_over")
 	ch <- prometheus.MustNewConstMetric(leaseEventsDesc, prometheus.CounterValue, float64(c.l.lost.Load()), "lost")
+}
+
+var liveLeasesDesc = prometheus.NewDesc("warren_session_leases",
+	"Live session leases in the database, by the replica that holds them: which replicas drive jails now.", []string{"replica"}, nil)
+
+// LeaseStateCollector returns a collector of the live leases in db by
+// replica, read when collected: the same for every replica and for
+// 'warren status'. Nothing on a database without leases.
+func LeaseStateCollector(db *sql.DB) prometheus.Collector { return leaseStateCollector{db} }
+
+type leaseStateCollector struct{ db *sql.DB }
+
+func (c leaseStateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- liveLeasesDesc }
+
+func (c leaseStateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rows, err := c.db.QueryContext(ctx, `SELECT holder, count(*) FROM session_leases WHERE holder <> '' AND expires_at > `+
+		dbNowMillis(c.db)+` GROUP BY holder ORDER BY holder LIMIT 100`)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(liveLeasesDesc, err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var holder string
+		var n float64
+		if err := rows.Scan(&holder, &n); err != nil {
+			ch <- prometheus.NewInvalidMetric(liveLeasesDesc, err)
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(liveLeasesDesc, prometheus.GaugeValue, n, holder)
+	}
 }

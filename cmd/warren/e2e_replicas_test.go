@@ -135,8 +135,13 @@ func TestReplicasServeOneClientAlternately(t *testing.T) {
 		t.Fatalf("A after the CLI: %v", out)
 	}
 	for name, srv := range map[string]*httpServer{"replica-a": a, "replica-b": b} {
-		if m := metricsOf(t, srv, tok); !strings.Contains(m, `warren_replica_info{replica="`+name+`"} 1`) {
+		m := metricsOf(t, srv, tok)
+		if !strings.Contains(m, `warren_replica_info{replica="`+name+`"} 1`) {
 			t.Errorf("/metrics of %s does not name it:\n%.2000s", name, m)
+		}
+		// A drives the session's jail now (its last command), as both see.
+		if !strings.Contains(m, `warren_session_leases{replica="replica-a"} 1`) || strings.Contains(m, `warren_session_leases{replica="replica-b"}`) {
+			t.Errorf("/metrics of %s: live leases not A's one:\n%s", name, grepLines(m, "warren_session_lease"))
 		}
 	}
 	// Ended on B, the MCP session is ended on A too.
@@ -394,4 +399,15 @@ func TestStaleReplicaCannotWriteStateAfterTakeover(t *testing.T) {
 	if strings.Contains(state, "stale") || strings.Contains(state, "/tmp") || !strings.Contains(state, "fresh") {
 		t.Fatalf("the saved state is %s: the stale replica wrote it", state)
 	}
+}
+
+// grepLines returns the lines of text that contain word.
+func grepLines(text, word string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, word) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

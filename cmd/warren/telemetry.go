@@ -35,6 +35,7 @@ func metricsAddrFlag() cli.Flag {
 func dataDirCollectors(db *sql.DB, dir string) []prometheus.Collector {
 	return []prometheus.Collector{
 		sessions.StateCollector(db),
+		sessions.LeaseStateCollector(db),
 		tasks.LeaseCollector(db),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "warren_data_dir_free_bytes",
