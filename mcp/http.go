@@ -78,6 +78,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	}
 	s.events = newEventStore(eventsPerSession, eventsTotal, eventsMaxAge)
 	s.owners = newSessionOwners(opts.SharedSessions)
+	s.deps.shared.p.Store(s.owners)
 	// An event store and no standalone GET stream: with mcp-go v1.2.1 this
 	// keeps progress notifications on the POST's own SSE stream, in order,
 	// before the response; the GET stream would otherwise compete for them.

@@ -26,19 +26,30 @@ type sessionOwners struct {
 	shared SharedSessions // nil: this server alone
 	// mu protects owner.
 	mu    sync.Mutex
-	owner map[string]string // session id -> user
+	owner map[string]ownerEntry // session id -> its user
+}
+
+// ownerEntry is what a replica knows of an MCP session.
+type ownerEntry struct {
+	user string
+	// client is what the client said of itself at initialize, as another
+	// replica recorded it (sharedClient JSON); "" for sessions opened here.
+	client string
 }
 
 // SharedSessions keeps MCP session ids where every replica finds them
 // (sessions.MCPSessions, in PostgreSQL): bounded, owner-bound, expiring.
 type SharedSessions interface {
 	Put(ctx context.Context, id, owner string) error
-	Owner(ctx context.Context, id string) (string, error)
+	// Owner returns the session's owner ("" if unknown or expired) and
+	// what SetClient recorded.
+	Owner(ctx context.Context, id string) (owner, client string, err error)
+	SetClient(ctx context.Context, id, client string) error
 	Delete(ctx context.Context, id string) error
 }
 
 func newSessionOwners(shared SharedSessions) *sessionOwners {
-	return &sessionOwners{shared: shared, owner: map[string]string{}}
+	return &sessionOwners{shared: shared, owner: map[string]ownerEntry{}}
 }
 
 // owns reports whether user opened session id and it has not ended.
@@ -50,16 +61,16 @@ func (o *sessionOwners) owns(id, user string) bool {
 	known, ok := o.owner[id]
 	o.mu.Unlock()
 	if o.shared == nil {
-		return ok && known == user
+		return ok && known.user == user
 	}
 	if len(id) > maxSessionIDLen {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	owner, err := o.shared.Owner(ctx, id)
+	owner, client, err := o.shared.Owner(ctx, id)
 	if err != nil {
-		return ok && known == user // the database is away: what this replica knows still holds
+		return ok && known.user == user // the database is away: what this replica knows still holds
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -67,7 +78,7 @@ func (o *sessionOwners) owns(id, user string) bool {
 		delete(o.owner, id) // ended or expired, here or on another replica
 		return false
 	}
-	o.owner[id] = owner
+	o.owner[id] = ownerEntry{user: owner, client: client}
 	return owner == user
 }
 
@@ -104,7 +115,7 @@ func (m ownerManager) Generate() string {
 		return id
 	}
 	m.o.mu.Lock()
-	m.o.owner[id] = m.user
+	m.o.owner[id] = ownerEntry{user: m.user}
 	m.o.mu.Unlock()
 	if m.o.shared != nil {
 		// Without the row the session goes on here, and another replica
@@ -132,7 +143,7 @@ func (m ownerManager) Validate(id string) (isTerminated bool, err error) {
 // row expires by itself unless used.
 func (m ownerManager) Terminate(id string) (isNotAllowed bool, err error) {
 	m.o.mu.Lock()
-	if owner, ok := m.o.owner[id]; ok && (m.user == "" || owner == m.user) {
+	if owner, ok := m.o.owner[id]; ok && (m.user == "" || owner.user == m.user) {
 		delete(m.o.owner, id)
 	}
 	m.o.mu.Unlock()

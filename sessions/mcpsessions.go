@@ -13,10 +13,11 @@ import (
 // MCPSessions keeps the MCP sessions of the 2025 protocol revisions (the
 // Mcp-Session-Id a client got at initialize) in the database, so that a
 // client whose next request reaches another replica continues its
-// session there. Only what the ownership check needs is kept: the
-// SHA-256 of the id (the id itself lets its holder continue the session:
-// it is not stored), its owner, and when it expires unless used. Rows
-// are bounded per owner and swept when expired.
+// session there. Only what the ownership check and the client's identity
+// need is kept: the SHA-256 of the id (the id itself lets its holder
+// continue the session: it is not stored), its owner, what the client
+// said of itself (bounded), and when it expires unless used. Rows are
+// bounded per owner and swept when expired.
 type MCPSessions struct {
 	db  *sql.DB
 	ttl time.Duration
@@ -66,29 +67,44 @@ func (ms *MCPSessions) Put(ctx context.Context, id, owner string) error {
 	return nil
 }
 
-// Owner returns the owner of live MCP session id, or "" when it is
-// unknown or expired. A session found is kept alive for another ttl (one
-// write a minute at most).
-func (ms *MCPSessions) Owner(ctx context.Context, id string) (string, error) {
+// Owner returns the owner of live MCP session id and what its client
+// said of itself (SetClient), or "" when it is unknown or expired. A
+// session found is kept alive for another ttl (one write a minute at
+// most).
+func (ms *MCPSessions) Owner(ctx context.Context, id string) (owner, client string, err error) {
 	now := ms.Now().UnixMilli()
 	h := mcpIDHash(id)
-	var owner string
 	var expires int64
-	err := ms.db.QueryRowContext(ctx, `SELECT owner, expires_at FROM mcp_sessions WHERE id_hash = ?`, h).Scan(&owner, &expires)
+	err = ms.db.QueryRowContext(ctx, `SELECT owner, client, expires_at FROM mcp_sessions WHERE id_hash = ?`, h).Scan(&owner, &client, &expires)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return "", nil
+		return "", "", nil
 	case err != nil:
-		return "", fmt.Errorf("look up MCP session: %w", err)
+		return "", "", fmt.Errorf("look up MCP session: %w", err)
 	case expires < now:
-		return "", nil
+		return "", "", nil
 	}
 	if next := now + ms.ttl.Milliseconds(); next-expires > time.Minute.Milliseconds() {
 		if _, err := ms.db.ExecContext(ctx, `UPDATE mcp_sessions SET expires_at = ? WHERE id_hash = ?`, next, h); err != nil {
-			return "", fmt.Errorf("keep MCP session alive: %w", err)
+			return "", "", fmt.Errorf("keep MCP session alive: %w", err)
 		}
 	}
-	return owner, nil
+	return owner, client, nil
+}
+
+// MaxMCPClient bounds what is kept of a client's description.
+const MaxMCPClient = 8 << 10
+
+// SetClient records what the client of MCP session id said of itself at
+// initialize (at most MaxMCPClient bytes).
+func (ms *MCPSessions) SetClient(ctx context.Context, id, client string) error {
+	if len(client) > MaxMCPClient {
+		return invalidf("an MCP client's description is %d bytes, at most %d are kept", len(client), MaxMCPClient)
+	}
+	if _, err := ms.db.ExecContext(ctx, `UPDATE mcp_sessions SET client = ? WHERE id_hash = ?`, client, mcpIDHash(id)); err != nil {
+		return fmt.Errorf("record MCP client: %w", err)
+	}
+	return nil
 }
 
 // Delete forgets MCP session id (the client ended it).

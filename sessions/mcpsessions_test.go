@@ -22,11 +22,20 @@ func TestMCPSessionsAreOwnedExpireAndAreBounded(t *testing.T) {
 	if err := ms.Put(ctx, "mcp-session-alice", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if owner, err := ms.Owner(ctx, "mcp-session-alice"); err != nil || owner != "alice" {
+	if owner, _, err := ms.Owner(ctx, "mcp-session-alice"); err != nil || owner != "alice" {
 		t.Fatalf("owner of alice's session: %q %v", owner, err)
 	}
-	if owner, _ := ms.Owner(ctx, "mcp-session-other"); owner != "" {
+	if owner, _, _ := ms.Owner(ctx, "mcp-session-other"); owner != "" {
 		t.Fatalf("an id nobody opened has owner %q", owner)
+	}
+	if err := ms.SetClient(ctx, "mcp-session-alice", `{"info":{"name":"raw"}}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, client, _ := ms.Owner(ctx, "mcp-session-alice"); client != `{"info":{"name":"raw"}}` {
+		t.Fatalf("client of alice's session: %q", client)
+	}
+	if err := ms.SetClient(ctx, "mcp-session-alice", strings.Repeat("x", MaxMCPClient+1)); err == nil {
+		t.Fatal("a client description past the bound was kept")
 	}
 	var stored string
 	if err := db.QueryRowContext(ctx, `SELECT id_hash FROM mcp_sessions`).Scan(&stored); err != nil || strings.Contains(stored, "alice") {
@@ -34,15 +43,15 @@ func TestMCPSessionsAreOwnedExpireAndAreBounded(t *testing.T) {
 	}
 	// Used within its TTL it lives on; unused past it, it is gone.
 	clock = clock.Add(20 * time.Minute)
-	if owner, _ := ms.Owner(ctx, "mcp-session-alice"); owner != "alice" {
+	if owner, _, _ := ms.Owner(ctx, "mcp-session-alice"); owner != "alice" {
 		t.Fatal("a session used within its TTL expired")
 	}
 	clock = clock.Add(29 * time.Minute)
-	if owner, _ := ms.Owner(ctx, "mcp-session-alice"); owner != "alice" {
+	if owner, _, _ := ms.Owner(ctx, "mcp-session-alice"); owner != "alice" {
 		t.Fatal("the use 29 minutes ago did not keep the session alive")
 	}
 	clock = clock.Add(31 * time.Minute)
-	if owner, _ := ms.Owner(ctx, "mcp-session-alice"); owner != "" {
+	if owner, _, _ := ms.Owner(ctx, "mcp-session-alice"); owner != "" {
 		t.Fatalf("a session unused for 31 minutes still has owner %q", owner)
 	}
 	// Ended by the client: gone at once.
@@ -52,7 +61,7 @@ func TestMCPSessionsAreOwnedExpireAndAreBounded(t *testing.T) {
 	if err := ms.Delete(ctx, "mcp-session-ended"); err != nil {
 		t.Fatal(err)
 	}
-	if owner, _ := ms.Owner(ctx, "mcp-session-ended"); owner != "" {
+	if owner, _, _ := ms.Owner(ctx, "mcp-session-ended"); owner != "" {
 		t.Fatal("an ended session still has an owner")
 	}
 	// One user opening sessions without end keeps the newest only.
@@ -66,10 +75,10 @@ func TestMCPSessionsAreOwnedExpireAndAreBounded(t *testing.T) {
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM mcp_sessions WHERE owner = 'bob'`).Scan(&n); err != nil || n != MaxMCPSessionsPerOwner {
 		t.Fatalf("bob has %d stored sessions (%v), want the cap %d", n, err, MaxMCPSessionsPerOwner)
 	}
-	if owner, _ := ms.Owner(ctx, "mcp-session-bob-0"); owner != "" {
+	if owner, _, _ := ms.Owner(ctx, "mcp-session-bob-0"); owner != "" {
 		t.Fatal("bob's oldest session survived the cap")
 	}
-	if owner, _ := ms.Owner(ctx, fmt.Sprintf("mcp-session-bob-%d", MaxMCPSessionsPerOwner+4)); owner != "bob" {
+	if owner, _, _ := ms.Owner(ctx, fmt.Sprintf("mcp-session-bob-%d", MaxMCPSessionsPerOwner+4)); owner != "bob" {
 		t.Fatal("bob's newest session was dropped")
 	}
 }

@@ -124,6 +124,11 @@ func TestReplicasServeOneClientAlternately(t *testing.T) {
 	if ls := fmt.Sprint(c.must("session_list", map[string]any{})); !strings.Contains(ls, id) {
 		t.Fatalf("session_list on A: %s", ls)
 	}
+	// B knew the client's name though it never saw its initialize: every
+	// call's usage record names it.
+	if n, raw := pgCountWhere(t, db, "usage_records", "client = 'unknown'"), pgCountWhere(t, db, "usage_records", "client = 'raw'"); n != 0 || raw < 6 {
+		t.Errorf("usage records: %d with client unknown, %d with the client's name", n, raw)
+	}
 	// The CLI beside the replicas takes its turn like a third replica,
 	// with WARREN_REPLICA_ID of a replica in its environment.
 	cmd := exec.Command(warrenBin, "session", "exec", "--data-dir", data, "--database", db, "--user", "alice", id, "--", "pwd; echo $REPLICA; export REPLICA=cli")

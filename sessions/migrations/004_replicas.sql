@@ -9,7 +9,9 @@
 --
 -- mcp_sessions lets an MCP session (Mcp-Session-Id of the 2025 revisions)
 -- opened on one replica continue on another: the SHA-256 of its id, its
--- owner, and when it expires unless used.
+-- owner, what the client said of itself at initialize (its name and
+-- capabilities, as JSON, for the replicas that did not see it), and when
+-- it expires unless used.
 CREATE TABLE session_leases (
 	session_id TEXT PRIMARY KEY,
 	holder     TEXT    NOT NULL DEFAULT '',
@@ -21,6 +23,7 @@ CREATE INDEX session_leases_holder ON session_leases (holder);
 CREATE TABLE mcp_sessions (
 	id_hash    TEXT PRIMARY KEY,
 	owner      TEXT    NOT NULL,
+	client     TEXT    NOT NULL DEFAULT '',
 	created_at INTEGER NOT NULL,
 	expires_at INTEGER NOT NULL
 );
