@@ -64,9 +64,9 @@ func TestLeaseIsNotHandedOverUnderARunningCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := a.Exec(ctx, "alice", s.ID, "sleep 4", ExecOptions{Yield: 100 * time.Millisecond})
+	o, err := a.Exec(ctx, "alice", s.ID, "sleep 6", ExecOptions{Yield: 100 * time.Millisecond})
 	if err != nil || !o.Running {
-		t.Fatalf("sleep 4: %+v %v", o, err)
+		t.Fatalf("sleep 6: %+v %v", o, err)
 	}
 	_, err = b.Exec(ctx, "alice", s.ID, "echo hi", ExecOptions{})
 	if errs.CodeOf(err) != errs.Busy || !strings.Contains(err.Error(), "replica-a") {
@@ -74,6 +74,13 @@ func TestLeaseIsNotHandedOverUnderARunningCommand(t *testing.T) {
 	}
 	if !a.Running(s.ID) || b.Running(s.ID) {
 		t.Fatalf("A runs %v, B runs %v: want A only", a.Running(s.ID), b.Running(s.ID))
+	}
+	// Nor is it paused from B under A's command: refused, still active.
+	if _, err := b.Pause(ctx, "alice", s.ID); errs.CodeOf(err) != errs.Busy {
+		t.Fatalf("pause on B while A runs a command: %v", err)
+	}
+	if st, err := b.store.state(ctx, s.ID); err != nil || st != StateActive {
+		t.Fatalf("after the refused pause: %s %v", st, err)
 	}
 	// A's job ends on A, its output there.
 	w, err := a.Wait(ctx, "alice", o.JobID, WaitOptions{})
