@@ -101,8 +101,12 @@ func newSessionManager(c *cli.Context, store *sessions.Store, db *sql.DB, dir st
 	}
 	cfg.Network = net
 	if cfg.Lease != nil {
+		if cfg.Lease.ReplicaID == "" {
+			cfg.Lease.ReplicaID = sessions.AutoReplicaID()
+		}
+		replica := cfg.Lease.ReplicaID
 		cfg.LeaseLog = func(msg, id string, epoch int64) {
-			log.Info().Str("session", id).Int64("epoch", epoch).Msg(msg)
+			log.Info().Str("replica", replica).Str("session", id).Int64("epoch", epoch).Msg(msg)
 		}
 	}
 	mgr, err := sessions.NewManager(store, cfg)
