@@ -29,9 +29,12 @@ const aclXattr = "system.posix_acl_access"
 // links along it were followed already. The directory is opened through
 // the root and pinned by its descriptor; the file in it is looked at
 // without following a link (the jail may have swapped one in since), so
-// the new file keeps the mode and ACL of the regular file it replaces,
-// never a link's 0777. Its owner is the runner's uid, the jail's, as for
-// a file the jail's own commands replace. allow is asked, with the size
+// the new file keeps the mode, ACL, owner and group of the regular file it
+// replaces, never a link's 0777. The runner runs as the jail's uid, which
+// cannot give a new file to another uid: a file of another owner (root's
+// checkout shared with the jail through an ACL, another user's
+// group-writable file) is rewritten in place instead (see rewrite), so
+// that it keeps its owner. allow is asked, with the size
 // of the file replaced (0 for none), whether the write may go on: it
 // returns errOverGrowth before anything is written when it may not. It
 // returns the size of the file replaced.
@@ -66,12 +69,27 @@ func (w *workspace) writeAtomic(root *os.Root, rel string, data []byte, allow fu
 	if !allow(old.size) {
 		return old.size, errOverGrowth
 	}
+	if old.fd >= 0 && old.uid != runnerUID && runnerUID != 0 {
+		return old.size, w.rewrite(dfd, base, rel, old, data)
+	}
 	// Created exclusively: a name the jail made first fails the write, never
 	// redirects it.
 	tmp := "." + base + ".warren-" + strconv.FormatUint(rand.Uint64()&(1<<48-1), 16)
 	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, old.mode)
 	if err != nil {
 		return old.size, &fs.PathError{Op: "create", Path: tmp, Err: err}
+	}
+	if old.fd >= 0 && (old.uid != runnerUID || old.gid != runnerGID) {
+		// The runner's own file of another group (or any file, for a
+		// runner that runs as root): the new file takes the old one's
+		// owner and group. A group the runner is not in (or one the
+		// jail's user namespace does not map) cannot be given: the file
+		// is rewritten in place instead.
+		if unix.Fchown(fd, int(old.uid), int(old.gid)) != nil {
+			unix.Close(fd)
+			_ = unix.Unlinkat(dfd, tmp, 0)
+			return old.size, w.rewrite(dfd, base, rel, old, data)
+		}
 	}
 	err = writeAll(fd, data)
 	if err == nil && old.acl == nil {
@@ -135,11 +153,19 @@ func (w *workspace) notFile(rel string) *fault {
 // (mode, ACL), its size, and a descriptor of it, held until the new file
 // has taken its name.
 type replacedFile struct {
-	mode uint32
-	size int64
-	acl  []byte
-	fd   int // O_PATH; -1 when nothing is replaced
+	mode     uint32
+	size     int64
+	acl      []byte
+	uid, gid uint32
+	dev, ino uint64
+	fd       int // O_PATH; -1 when nothing is replaced
 }
+
+// The runner's own ids: who owns what it creates.
+var (
+	runnerUID = uint32(os.Geteuid())
+	runnerGID = uint32(os.Getegid())
+)
 
 // release lets the replaced file go. The rename dropped its name, so
 // closing the last descriptor frees it: the kernel truncates it and
@@ -190,6 +216,7 @@ func (w *workspace) replaced(dfd int, base, rel string) (replacedFile, error) {
 		r.acl = buf[:n]
 	}
 	r.mode, r.size, r.fd = st.Mode&0o777, st.Size, fd
+	r.uid, r.gid, r.dev, r.ino = st.Uid, st.Gid, st.Dev, st.Ino
 	return r, nil
 }
 
