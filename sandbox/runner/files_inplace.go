@@ -23,8 +23,9 @@ import (
 // not lose the old content: it is copied first to a file of the runner's
 // beside it, put back on failure, and removed once the write is done. A
 // copy that cannot be made fails the write before the file is touched; a
-// copy that cannot be put back is kept, and the error names it.
-func (w *workspace) rewrite(dfd int, base, rel string, old replacedFile, data []byte) error {
+// copy that cannot be put back is kept, and the error names it. With
+// sync, the file is synced once written; stamp gets its stamp.
+func (w *workspace) rewrite(dfd int, base, rel string, old replacedFile, data []byte, sync bool, stamp *proto.FileStamp) error {
 	jail := w.jailPath(rel)
 	fd, err := unix.Openat(dfd, base, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err == unix.EACCES || err == unix.EPERM {
@@ -60,6 +61,9 @@ func (w *workspace) rewrite(dfd int, base, rel string, old replacedFile, data []
 	if err == nil {
 		err = unix.Ftruncate(fd, int64(len(data)))
 	}
+	if err == nil && sync {
+		err = unix.Fsync(fd)
+	}
 	if err != nil {
 		// Put the old content back.
 		var back error
@@ -79,6 +83,9 @@ func (w *workspace) rewrite(dfd int, base, rel string, old replacedFile, data []
 	}
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: rel, Err: err}
+	}
+	if unix.Fstat(fd, &st) == nil {
+		*stamp = fileStamp(&st)
 	}
 	return nil
 }

@@ -60,24 +60,50 @@ func (w *workspace) writeAtomic(root *os.Root, rel string, data []byte, allow fu
 		return 0, err
 	}
 	defer d.Close()
-	dfd := int(d.Fd())
+	old, _, err := w.replaceIn(int(d.Fd()), base, rel, data, writeOpts{allow: allow})
+	return old, err
+}
+
+// writeOpts tune replaceIn.
+type writeOpts struct {
+	// allow is asked, with the size of the file replaced (0 for none),
+	// whether the write may go on; nil allows any.
+	allow func(old int64) bool
+	// check, when set, is called before anything is written and again
+	// right before the rename: an error stops the write (an exact
+	// write's compare).
+	check func() error
+	// sync syncs the new file before it takes the name.
+	sync bool
+}
+
+// replaceIn replaces the entry base of the directory dfd (rel names it
+// for messages) with data, as writeAtomic says. It returns the size of
+// the file replaced and the stamp of the one written.
+func (w *workspace) replaceIn(dfd int, base, rel string, data []byte, o writeOpts) (int64, proto.FileStamp, error) {
+	var stamp proto.FileStamp
+	if o.check != nil {
+		if err := o.check(); err != nil {
+			return 0, stamp, err
+		}
+	}
 	old, err := w.replaced(dfd, base, rel)
 	if err != nil {
-		return 0, err
+		return 0, stamp, err
 	}
 	defer old.release()
-	if !allow(old.size) {
-		return old.size, errOverGrowth
+	if o.allow != nil && !o.allow(old.size) {
+		return old.size, stamp, errOverGrowth
 	}
 	if old.fd >= 0 && old.uid != runnerUID && runnerUID != 0 {
-		return old.size, w.rewrite(dfd, base, rel, old, data)
+		return old.size, stamp, w.rewrite(dfd, base, rel, old, data, o.sync, &stamp)
 	}
 	// Created exclusively: a name the jail made first fails the write, never
 	// redirects it.
 	tmp := "." + base + ".warren-" + strconv.FormatUint(rand.Uint64()&(1<<48-1), 16)
 	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, old.mode)
 	if err != nil {
-		return old.size, &fs.PathError{Op: "create", Path: tmp, Err: err}
+		return old.size, stamp, &fs.PathError{Op: "create", Path: tmp, Err: err}
 	}
 	if old.fd >= 0 && (old.uid != runnerUID || old.gid != runnerGID) {
 		// The runner's own file of another group (or any file, for a
@@ -88,7 +114,7 @@ func (w *workspace) writeAtomic(root *os.Root, rel string, data []byte, allow fu
 		if unix.Fchown(fd, int(old.uid), int(old.gid)) != nil {
 			unix.Close(fd)
 			_ = unix.Unlinkat(dfd, tmp, 0)
-			return old.size, w.rewrite(dfd, base, rel, old, data)
+			return old.size, stamp, w.rewrite(dfd, base, rel, old, data, o.sync, &stamp)
 		}
 	}
 	err = writeAll(fd, data)
@@ -101,20 +127,35 @@ func (w *workspace) writeAtomic(root *os.Root, rel string, data []byte, allow fu
 	if err == nil && old.acl != nil {
 		err = unix.Fsetxattr(fd, aclXattr, old.acl, 0)
 	}
-	if cerr := unix.Close(fd); err == nil {
-		err = cerr
+	if err == nil && o.sync {
+		err = unix.Fsync(fd)
 	}
 	if err != nil {
 		err = &fs.PathError{Op: "write", Path: tmp, Err: err}
+	} else if o.check != nil {
+		err = o.check()
 	}
 	if err == nil {
 		err = unix.Renameat(dfd, tmp, dfd, base)
 	}
-	if err != nil {
-		_ = unix.Unlinkat(dfd, tmp, 0)
-		return old.size, err
+	if err == nil {
+		// The new file's own stamp, after the rename (which changes its
+		// ctime): whatever takes the name next is not taken for it.
+		var st unix.Stat_t
+		if err = unix.Fstat(fd, &st); err == nil {
+			stamp = fileStamp(&st)
+		}
+		unix.Close(fd)
+		return old.size, stamp, err
 	}
-	return old.size, nil
+	unix.Close(fd)
+	_ = unix.Unlinkat(dfd, tmp, 0)
+	return old.size, stamp, err
+}
+
+// fileStamp is the stamp of a regular file's stat.
+func fileStamp(st *unix.Stat_t) proto.FileStamp {
+	return proto.FileStamp{Dev: st.Dev, Ino: st.Ino, Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Links: uint64(st.Nlink)}
 }
 
 // openDir opens the directory dir of the workspace, to create and rename
