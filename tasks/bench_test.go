@@ -43,7 +43,7 @@ func BenchmarkBoardOps(b *testing.B) {
 		b.Fatal(err)
 	}
 	db := openDB(b, dir)
-	board, err := Open(ctx, db, Options{Path: path, Root: dir, Coalesce: 200 * time.Millisecond})
+	board, err := Open(ctx, db, Options{Path: path, Coalesce: 200 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)
 	}

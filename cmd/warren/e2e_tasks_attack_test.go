@@ -85,7 +85,7 @@ func TestTaskBoardJailSwapsLinks(t *testing.T) {
 
 // Issue 10 item 13: a workspace without docs/ gets its board written.
 func TestTaskBoardWithoutDocsDir(t *testing.T) {
-	data, ws := t.TempDir(), t.TempDir()
+	data, ws := t.TempDir(), jailDir(t) // the board's jail, as a session's, must reach it
 	agent := serveStdio(t, "--data-dir", data, "--workspace", ws)
 	got := agent.ok("task_add", map[string]any{"title": "First"})
 	if w, ok := got["warning"]; ok {
