@@ -108,3 +108,24 @@ func TestRunnerJailServesOnlyItsDirectory(t *testing.T) {
 		t.Fatalf("%d starts", j.starts)
 	}
 }
+
+// The runner jail binds /usr only for a runner linked dynamically.
+func TestDynamicTellsStaticFromDynamic(t *testing.T) {
+	static, err := FindRunner("") // runnertest builds it with CGO_ENABLED=0
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		want bool
+	}{{static, false}, {"/usr/bin/bwrap", true}} {
+		f, err := os.Open(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dynamic(f); got != c.want {
+			t.Errorf("dynamic(%s) = %v, want %v", c.path, got, c.want)
+		}
+		f.Close()
+	}
+}
