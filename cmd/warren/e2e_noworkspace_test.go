@@ -124,10 +124,11 @@ func workspaceCalls(t *testing.T, trace, ws string) []string {
 		if first { // strace's child: warren itself
 			server[tid], first = true, false
 		}
-		if strings.Contains(call, "bwrap") && strings.HasPrefix(call, "execve(") && strings.Contains(call, `"/bin/sh"`) {
-			// A child of the server became the first session's jail. The
-			// task board's jail (a runner and no shell) may start before:
-			// nothing in it runs but what the server asks of its runner.
+		if strings.Contains(call, "bwrap") && strings.HasPrefix(call, "execve(") && strings.Contains(call, `"--tmpfs"`) {
+			// A child of the server became the first session's jail (its
+			// /tmp is a tmpfs). The task board's jail (a runner and no
+			// shell, no /tmp) may start before: nothing in it runs but
+			// what the server asks of its runner.
 			started = true
 			continue
 		}
@@ -142,6 +143,9 @@ func workspaceCalls(t *testing.T, trace, ws string) []string {
 			continue
 		}
 		bad = append(bad, call)
+	}
+	if !started {
+		t.Fatal("the trace shows no session's jail starting: the test would prove nothing")
 	}
 	return bad
 }
