@@ -79,9 +79,10 @@ func (b *Board) fastSync(ctx context.Context, dirty map[int]*item) (bool, error)
 		}
 	}()
 	b.cache = nil // kept whole only on success
-	if b.statSig(ctx) != c.sig {
-		return false, nil // a hand edit: merge it
-	}
+	// No look at the file first: the write is a compare-and-write
+	// against the file this Board wrote last, and fails, changing
+	// nothing, when a hand edit replaced it; the whole sync then merges
+	// it. (A look would cost a round trip to the board's runner.)
 	nums := make([]int, 0, len(dirty))
 	for n := range dirty {
 		nums = append(nums, n)

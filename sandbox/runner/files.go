@@ -161,12 +161,12 @@ func (w *workspace) write(c *Call) (any, error) {
 	if err := decodeFileArgs(c, &a, &a.Limit); err != nil {
 		return nil, err
 	}
+	if a.Exact {
+		return w.writeExact(a, c.In)
+	}
 	data, err := readInput(c)
 	if err != nil {
 		return nil, err
-	}
-	if a.Exact {
-		return w.writeExact(a, data)
 	}
 	root, err := w.open()
 	if err != nil {

@@ -236,7 +236,7 @@ func (w *workspace) readExact(a proto.FileReadArgs, out io.Writer) proto.FileRea
 	return res
 }
 
-func (w *workspace) writeExact(a proto.FileWriteArgs, data []byte) (proto.FileWriteResult, error) {
+func (w *workspace) writeExact(a proto.FileWriteArgs, in io.Reader) (proto.FileWriteResult, error) {
 	if a.Append || a.IfMissing && a.IfStamp != nil {
 		return proto.FileWriteResult{}, proto.Errorf(proto.CodeInvalid, "an exact write neither appends nor expects a file both missing and there")
 	}
@@ -245,7 +245,7 @@ func (w *workspace) writeExact(a proto.FileWriteArgs, data []byte) (proto.FileWr
 		return proto.FileWriteResult{Fault: &f.FileFault}, nil
 	}
 	jail := w.jailPath(rel)
-	res := proto.FileWriteResult{Jail: jail, Size: int64(len(data))}
+	res := proto.FileWriteResult{Jail: jail}
 	// The compare runs first on an existing directory: a write expected
 	// to replace a file never creates the directories it was in.
 	dfd, f := w.exactDir(dirs, a.IfStamp == nil)
@@ -274,7 +274,13 @@ func (w *workspace) writeExact(a proto.FileWriteArgs, data []byte) (proto.FileWr
 		}
 		return nil
 	}
-	old, stamp, err := w.replaceIn(dfd, base, rel, data, writeOpts{check: check, sync: true})
+	// The content is copied into the new file as it comes: a board of
+	// megabytes is not held whole in the runner.
+	old, stamp, err := w.replaceIn(dfd, base, rel, nil, writeOpts{check: check, sync: true, src: in, written: &res.Size})
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		return proto.FileWriteResult{}, pe // over the limit: a broken request
+	}
 	if err != nil {
 		res.Size = 0
 		res.Fault = &w.systemError("write", resolved{asked: jail, rel: rel, jail: jail}, err).FileFault

@@ -23,9 +23,10 @@ import (
 // not lose the old content: it is copied first to a file of the runner's
 // beside it, put back on failure, and removed once the write is done. A
 // copy that cannot be made fails the write before the file is touched; a
-// copy that cannot be put back is kept, and the error names it. With
-// sync, the file is synced once written; stamp gets its stamp.
-func (w *workspace) rewrite(dfd int, base, rel string, old replacedFile, data []byte, sync bool, stamp *proto.FileStamp) error {
+// copy that cannot be put back is kept, and the error names it. o says
+// where the content comes from and whether to sync it; stamp gets the
+// file's stamp.
+func (w *workspace) rewrite(dfd int, base, rel string, old replacedFile, data []byte, o writeOpts, stamp *proto.FileStamp) error {
 	jail := w.jailPath(rel)
 	fd, err := unix.Openat(dfd, base, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err == unix.EACCES || err == unix.EPERM {
@@ -57,11 +58,11 @@ func (w *workspace) rewrite(dfd int, base, rel string, old replacedFile, data []
 			return &fs.PathError{Op: "copy", Path: rel, Err: fmt.Errorf("keep its old content before it is rewritten: %w", err)}
 		}
 	}
-	err = pwriteAll(fd, data)
+	n, err := o.put(fd, data)
 	if err == nil {
-		err = unix.Ftruncate(fd, int64(len(data)))
+		err = unix.Ftruncate(fd, n)
 	}
-	if err == nil && sync {
+	if err == nil && o.sync {
 		err = unix.Fsync(fd)
 	}
 	if err != nil {
@@ -100,9 +101,8 @@ func joinRel(rel, name string) string {
 	return name
 }
 
-// pwriteAll writes data at the start of fd.
-func pwriteAll(fd int, data []byte) error {
-	var off int64
+// pwriteAll writes data at offset off of fd.
+func pwriteAll(fd int, data []byte, off int64) error {
 	for len(data) > 0 {
 		n, err := unix.Pwrite(fd, data, off)
 		switch {

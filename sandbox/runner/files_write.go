@@ -75,6 +75,42 @@ type writeOpts struct {
 	check func() error
 	// sync syncs the new file before it takes the name.
 	sync bool
+	// src, when set, is the new content instead of data, copied as it
+	// comes (at most proto.MaxFileLimit bytes): a large file is never
+	// held whole. written gets how many bytes it held.
+	src     io.Reader
+	written *int64
+}
+
+// put writes the new content at the start of fd, from data or o.src,
+// and returns its size.
+func (o writeOpts) put(fd int, data []byte) (int64, error) {
+	if o.src == nil {
+		return int64(len(data)), pwriteAll(fd, data, 0)
+	}
+	buf := make([]byte, 256<<10)
+	var off int64
+	for {
+		n, err := io.ReadFull(o.src, buf)
+		if off+int64(n) > proto.MaxFileLimit {
+			return off, proto.Errorf(proto.CodeLimit, "the input is over %d bytes", proto.MaxFileLimit)
+		}
+		if n > 0 {
+			if werr := pwriteAll(fd, buf[:n], off); werr != nil {
+				return off, werr
+			}
+			off += int64(n)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			if o.written != nil {
+				*o.written = off
+			}
+			return off, nil
+		}
+		if err != nil {
+			return off, err
+		}
+	}
 }
 
 // replaceIn replaces the entry base of the directory dfd (rel names it
@@ -96,7 +132,7 @@ func (w *workspace) replaceIn(dfd int, base, rel string, data []byte, o writeOpt
 		return old.size, stamp, errOverGrowth
 	}
 	if old.fd >= 0 && old.uid != runnerUID && runnerUID != 0 {
-		return old.size, stamp, w.rewrite(dfd, base, rel, old, data, o.sync, &stamp)
+		return old.size, stamp, w.rewrite(dfd, base, rel, old, data, o, &stamp)
 	}
 	// Created exclusively: a name the jail made first fails the write, never
 	// redirects it.
@@ -114,10 +150,10 @@ func (w *workspace) replaceIn(dfd int, base, rel string, data []byte, o writeOpt
 		if unix.Fchown(fd, int(old.uid), int(old.gid)) != nil {
 			unix.Close(fd)
 			_ = unix.Unlinkat(dfd, tmp, 0)
-			return old.size, stamp, w.rewrite(dfd, base, rel, old, data, o.sync, &stamp)
+			return old.size, stamp, w.rewrite(dfd, base, rel, old, data, o, &stamp)
 		}
 	}
-	err = writeAll(fd, data)
+	_, err = o.put(fd, data)
 	if err == nil && old.acl == nil {
 		// The mode asked at creation went through the umask (or the
 		// directory's default ACL); an ACL, below, sets the mode bits
@@ -163,23 +199,6 @@ func fileStamp(st *unix.Stat_t) proto.FileStamp {
 // make the descriptor pollable; it means nothing for a directory.
 func openDir(root *os.Root, dir string) (*os.File, error) {
 	return root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
-}
-
-// writeAll writes data to fd, through short writes and interruptions.
-func writeAll(fd int, data []byte) error {
-	for len(data) > 0 {
-		n, err := unix.Write(fd, data)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return err
-		case n == 0:
-			return io.ErrShortWrite
-		}
-		data = data[n:]
-	}
-	return nil
 }
 
 // notFile refuses to write over the directory rel.
