@@ -79,25 +79,32 @@ func saveNext(ctx context.Context, q querier, id int64, next int) error {
 	return nil
 }
 
-// saveSynced records what the file says after a sync, when that changed.
-func saveSynced(ctx context.Context, q querier, id int64, old boardRow, base map[int]item, sig string, conflicts map[int]bool, now time.Time) error {
+// saveSynced records what the file says after a sync, when that changed
+// from old, and returns the row as it leaves it.
+func saveSynced(ctx context.Context, q querier, id int64, old boardRow, base map[int]item, sig string, conflicts map[int]bool, now time.Time) (boardRow, error) {
 	raw, err := json.Marshal(base)
 	if err != nil {
-		return fmt.Errorf("encode sync base: %w", err)
+		return old, fmt.Errorf("encode sync base: %w", err)
 	}
 	nums := sortedKeys(conflicts)
 	rawConfl, err := json.Marshal(nums)
 	if err != nil {
-		return fmt.Errorf("encode conflicts: %w", err)
+		return old, fmt.Errorf("encode conflicts: %w", err)
 	}
 	if string(raw) == old.rawBase && sig == old.sig && string(rawConfl) == old.rawConfl {
-		return nil // nothing to write: a read works on a full disk
+		return old, nil // nothing to write: a read works on a full disk
 	}
 	if _, err := q.ExecContext(ctx, `UPDATE task_boards SET base = ?, file_sig = ?, conflicts = ?, synced_at = ? WHERE id = ?`,
 		string(raw), sig, string(rawConfl), ms(now), id); err != nil {
-		return fmt.Errorf("save board: %w", err)
+		return old, fmt.Errorf("save board: %w", err)
 	}
-	return nil
+	row := old
+	row.base, row.rawBase, row.sig, row.rawConfl = base, string(raw), sig, string(rawConfl)
+	row.conflicts = map[int]bool{}
+	for _, n := range nums {
+		row.conflicts[n] = true
+	}
+	return row, nil
 }
 
 // loadItems reads tasks of a board as the file shows them: with their

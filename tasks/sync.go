@@ -73,6 +73,7 @@ type state struct {
 	ctx       context.Context
 	q         querier    // the merge's transaction
 	prev      *fileCache // what this Board wrote last, if it knows
+	fileSig   string     // the signature of the file as read
 }
 
 // check is run by Resolve inside a cycle, after the merge.
@@ -143,7 +144,7 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check, pr
 		return nil, &fileError{err}
 	}
 	b.at("read")
-	st := &state{board: b, now: b.now().UTC(), doc: parse(cur.raw), resolve: resolve, prev: prev}
+	st := &state{board: b, now: b.now().UTC(), doc: parse(cur.raw), resolve: resolve, prev: prev, fileSig: cur.sig}
 	if st.file, err = fileItems(st.doc, b.path); err != nil {
 		return nil, err
 	}
@@ -197,7 +198,7 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check, pr
 	// The board is the source of truth, so its changes stand even when
 	// the file cannot be written; the base then still says what the file
 	// says, and the next sync writes the changes or reports a conflict.
-	if err := saveSynced(ctx, b.db, b.id, st.row, st.newBase(), stamp.sig(), st.conflicts, st.now); err != nil {
+	if _, err := saveSynced(ctx, b.db, b.id, st.row, st.newBase(), stamp.sig(), st.conflicts, st.now); err != nil {
 		return nil, err
 	}
 	b.at("saved")
@@ -282,6 +283,16 @@ func (b *Board) merge(ctx context.Context, st *state, exists, write bool) error 
 	if err := saveNext(ctx, tx, b.id, st.nextNum); err != nil {
 		return err
 	}
+	// The hand edits taken and the base that says the file had them
+	// commit together. The file may not be written after this (a hand
+	// edit since, a full disk, a crash): the next merge must then not
+	// take the board's copy of an edit for a change of the board's own,
+	// or the person's next edit of the same task would be a conflict.
+	row, err := saveSynced(ctx, tx, b.id, st.row, st.fileBase(), st.fileSig, st.conflicts, st.now)
+	if err != nil {
+		return err
+	}
+	st.row = row
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit sync: %w", err)
 	}
@@ -333,10 +344,17 @@ func (st *state) verify(out []byte) error {
 // the file holds them, the file's own when it could not be written; a conflict keeps its old
 // ancestor so that it is seen again next time.
 func (st *state) newBase() map[int]item {
-	from := st.db
 	if !st.inFile {
-		from = st.file
+		return st.fileBase()
 	}
+	return st.baseFrom(st.db)
+}
+
+// fileBase is the base of the file as this cycle read it, once its hand
+// edits are on the board.
+func (st *state) fileBase() map[int]item { return st.baseFrom(st.file) }
+
+func (st *state) baseFrom(from map[int]item) map[int]item {
 	base := map[int]item{}
 	for n, it := range from {
 		base[n] = it
