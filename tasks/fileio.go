@@ -264,6 +264,10 @@ func (h *hostFile) Write(_ context.Context, data []byte, was FileStamp) (FileSta
 		}
 		return f.Sync()
 	}()
+	var ours unix.Stat_t
+	if err == nil {
+		err = unix.Fstat(fd, &ours)
+	}
 	if err == nil {
 		h.at("temp")
 		// The last look before the rename: a hand edit since the look
@@ -289,6 +293,13 @@ func (h *hostFile) Write(_ context.Context, data []byte, was FileStamp) (FileSta
 	// ctime): whatever takes the name next is not taken for it.
 	if err := unix.Fstat(fd, &st); err != nil {
 		return FileStamp{}, fmt.Errorf("stat %s: %w", h.shown, err)
+	}
+	if st.Size != ours.Size || st.Mtim != ours.Mtim {
+		// An editor saved in place between the rename and this look:
+		// the file is theirs, maybe half written. The stamp of what we
+		// wrote, which the file no longer has, makes the board take it
+		// for the hand edit it is.
+		return stampOf(&ours), nil
 	}
 	return stampOf(&st), nil
 }
