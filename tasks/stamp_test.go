@@ -73,3 +73,35 @@ func TestHandSaveRightAfterTheBoardsRename(t *testing.T) {
 		t.Errorf("the file lost the hand edit of T-2:\n%s", data)
 	}
 }
+
+// An editor that saves in place empties the file, then writes it; on a
+// loaded machine it may not get to the write for longer than the board
+// waits for a file to settle. An empty file is taken for such a save, not
+// for every task deleted by hand: after waiting a while longer, the board
+// writes the file afresh, as it does a missing one, and no acknowledged
+// note goes.
+func TestEmptiedFileIsNotEveryTaskDeleted(t *testing.T) {
+	f := newFixture(t, board3)
+	f.board.settle = 0 // the file below is as old as a stalled save's
+	agent := Holder{User: "agent", Session: "s-agent"}
+	if _, err := f.board.Update(f.ctx, "T-1", Change{Note: "acknowledged"}, agent); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.board.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := f.board.List(f.ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 3 {
+		t.Fatalf("%d tasks on the board after TASKS.md was found empty, want the 3 it had: %+v", len(tasks), tasks)
+	}
+	checkNotes(t, f.ctx, f.board, []acked{{"T-1", "acknowledged"}}, "after an empty file")
+	if file := f.readFile(); !strings.Contains(file, "- [ ] T-3 Three\n") {
+		t.Errorf("the file was not written afresh:\n%s", file)
+	}
+}

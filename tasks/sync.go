@@ -149,14 +149,17 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check, pr
 		return nil, err
 	}
 	b.at("parsed")
+	// An empty file, still empty after readSettled waited for it, is no
+	// hand edit either: deleting every task takes deleting their lines.
+	hasTasks := cur.exists && len(cur.raw) > 0
 	// Most syncs have no hand edit to take: they only read the database,
 	// which also works on a full disk.
-	if err := b.merge(ctx, st, cur.exists, false); err != nil {
+	if err := b.merge(ctx, st, hasTasks, false); err != nil {
 		return nil, err
 	}
 	b.at("loaded")
 	if len(st.dirty) > 0 || st.nextNum > st.row.next {
-		if err := b.merge(ctx, st, cur.exists, true); err != nil {
+		if err := b.merge(ctx, st, hasTasks, true); err != nil {
 			return nil, err
 		}
 	}
@@ -216,9 +219,15 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check, pr
 // and then writes it, and a read in between sees tasks missing.
 const settleTime = 50 * time.Millisecond
 
-// readSettled reads the file once nobody has written it for settleTime,
-// waiting at most about a second; this Board's own writes are complete
-// and need no wait.
+// emptySettle times settleTime is how long an empty file must have been
+// left alone: an empty file is far more often a save caught half way than
+// a board emptied by hand, and the sync then writes it afresh, as it does
+// a missing file.
+const emptySettle = 20
+
+// readSettled reads the file once nobody has written it for settleTime
+// (an empty one for emptySettle times that), waiting at most about a
+// second more; this Board's own writes are complete and need no wait.
 func (b *Board) readSettled(ctx context.Context) (current, error) {
 	for i := 0; ; i++ {
 		raw, s, err := b.file.Read(ctx)
@@ -229,11 +238,17 @@ func (b *Board) readSettled(ctx context.Context) (current, error) {
 		if !cur.exists || b.wrote(cur.sig) || i >= 20 {
 			return cur, nil
 		}
+		settle := b.settle
+		if len(raw) == 0 {
+			// An editor emptied the file and may not have got to
+			// writing it yet on a loaded machine.
+			settle *= emptySettle
+		}
 		age := time.Since(time.Unix(0, s.Ctime))
-		if age >= b.settle || age < -time.Second {
+		if age >= settle || age < -time.Second {
 			return cur, nil // settled, or a clock that went back: read as is
 		}
-		time.Sleep(b.settle - age)
+		time.Sleep(settle - age)
 	}
 }
 
