@@ -131,3 +131,35 @@ func TestExactFileOperations(t *testing.T) {
 		}
 	}
 }
+
+// A person's editor that saves in place just after the runner renamed
+// its new file over TASKS.md writes into the very file the runner wrote.
+// The stamp the runner returns must not be that file's: the board would
+// take the hand edit for its own write and overwrite it next time.
+func TestHandSaveRightAfterTheRunnersRename(t *testing.T) {
+	dir := t.TempDir()
+	c := filesPair(t, dir)
+	path := filepath.Join(dir, "docs", "TASKS.md")
+	v1 := exactWrite(t, c, "docs/TASKS.md", "v1\n", true, nil).Stamp
+	afterRename = func() {
+		if err := os.WriteFile(path, []byte("typed by hand, longer\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { afterRename = nil })
+	res := exactWrite(t, c, "docs/TASKS.md", "v2\n", false, v1)
+	afterRename = nil
+	if res.Fault != nil || res.Stamp == nil {
+		t.Fatalf("write: %+v", res)
+	}
+	var st proto.FileStatResult
+	if err := c.Call(context.Background(), proto.OpFileStat, proto.FileStatArgs{Path: "docs/TASKS.md", Exact: true}, nil, &st); err != nil || st.Stamp == nil {
+		t.Fatalf("stat: %+v %v", st, err)
+	}
+	if *st.Stamp == *res.Stamp {
+		t.Fatalf("the hand-saved file %+v was taken for the runner's own write", st.Stamp)
+	}
+	if res.Stamp.Size != 3 {
+		t.Fatalf("the stamp %+v is not of what the runner wrote", res.Stamp)
+	}
+}

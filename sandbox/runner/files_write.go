@@ -171,15 +171,29 @@ func (w *workspace) replaceIn(dfd int, base, rel string, data []byte, o writeOpt
 	} else if o.check != nil {
 		err = o.check()
 	}
+	var ours unix.Stat_t
+	if err == nil {
+		err = unix.Fstat(fd, &ours)
+	}
 	if err == nil {
 		err = unix.Renameat(dfd, tmp, dfd, base)
 	}
 	if err == nil {
+		if afterRename != nil {
+			afterRename()
+		}
 		// The new file's own stamp, after the rename (which changes its
 		// ctime): whatever takes the name next is not taken for it.
 		var st unix.Stat_t
 		if err = unix.Fstat(fd, &st); err == nil {
 			stamp = fileStamp(&st)
+			if st.Size != ours.Size || st.Mtim != ours.Mtim {
+				// An editor saved in place between the rename and this
+				// look: the file is theirs, maybe half written. The stamp
+				// of what was written, which the file no longer has,
+				// makes the board take it for the hand edit it is.
+				stamp = fileStamp(&ours)
+			}
 		}
 		unix.Close(fd)
 		return old.size, stamp, err
@@ -188,6 +202,10 @@ func (w *workspace) replaceIn(dfd int, base, rel string, data []byte, o writeOpt
 	_ = unix.Unlinkat(dfd, tmp, 0)
 	return old.size, stamp, err
 }
+
+// afterRename, nil but in tests, runs between replaceIn's rename and
+// its look at the file it renamed: where a person's in-place save lands.
+var afterRename func()
 
 // fileStamp is the stamp of a regular file's stat.
 func fileStamp(st *unix.Stat_t) proto.FileStamp {
