@@ -75,27 +75,24 @@ func (f fileID) isRunner(pid int) bool {
 	return uint64(st.Dev) == f.dev && st.Ino == f.ino
 }
 
-// runnerCommand wraps the jailed command in a launcher that starts the
-// runner first. The runner is started from a subshell that exits at once,
-// so it is a child of the jail's init and not of the shell: a command's
-// timeout, which kills the shell's children, spares it. With egress the
-// launcher waits for the runner's stdout to close (it does once its
-// forwarder listens), so the first command finds the proxy ready; without,
-// it does not wait (the server's first request waits for the runner's
-// hello instead). The shell inherits neither the runner's binary nor its
-// connection.
+// runnerCommand makes the jail's command the runner, which starts the
+// persistent shell itself (sandbox/runner: shell.exec). A small launcher
+// closes the descriptors the runner does not own and executes the runner's
+// binary from its descriptor, so the runner is the jail's only child of
+// its init: the jail lives as long as the runner, and the runner as long
+// as its shell. With egress the runner listens for the jail's connections
+// before it says hello, so the first command finds the proxy ready.
 func runnerCommand(p Profile, fds JailFDs, command []string) []string {
 	if fds.Runner < 3 || fds.Conn < 3 || len(command) == 0 {
 		return command
 	}
 	own := []int{fds.Runner, fds.Conn}
 	args := " --conn " + strconv.Itoa(fds.Conn)
-	egress := p.Egress != nil && fds.ProxyCtl >= 3
-	if egress {
+	if p.Egress != nil && fds.ProxyCtl >= 3 {
 		own = append(own, fds.ProxyCtl)
 		args += " --netfwd 127.0.0.1:" + strconv.Itoa(p.Egress.port()) + " " + strconv.Itoa(fds.ProxyCtl)
 	}
-	var closeOthers, closeOwn []string
+	var closeOthers []string
 	for fd := 3; fd <= 9; fd++ {
 		mine := false
 		for _, o := range own {
@@ -105,20 +102,8 @@ func runnerCommand(p Profile, fds JailFDs, command []string) []string {
 			closeOthers = append(closeOthers, strconv.Itoa(fd)+">&-")
 		}
 	}
-	for _, fd := range own {
-		closeOwn = append(closeOwn, strconv.Itoa(fd)+">&-")
-	}
-	quoted := make([]string, len(command))
-	for i, c := range command {
-		quoted[i] = shellQuote(c)
-	}
-	start := "(/proc/self/fd/" + strconv.Itoa(fds.Runner) + args + " </dev/null 2>/dev/null " + strings.Join(closeOthers, " ")
-	if egress {
-		start = "r=$( " + start + " &) ); "
-	} else {
-		start += " >/dev/null &); "
-	}
-	return []string{"/bin/sh", "-c", start + "exec " + strings.Join(quoted, " ") + " " + strings.Join(closeOwn, " ")}
+	return []string{"/bin/sh", "-c", "exec /proc/self/fd/" + strconv.Itoa(fds.Runner) + args +
+		" </dev/null >/dev/null 2>/dev/null " + strings.Join(closeOthers, " ")}
 }
 
 // isRunner reports whether pid is the jail's runner (see fileID.isRunner).

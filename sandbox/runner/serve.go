@@ -33,7 +33,27 @@ type Call struct {
 	// Out sends Data frames back, waiting for credit when the server has
 	// not consumed what came before.
 	Out io.Writer
+
+	st       *stream
+	afterEnd func()
 }
+
+// KeepOutput makes a Cancel interrupt the work (Ctx ends) without ending
+// its output: what the handler writes after it still reaches the server,
+// which reads the stream to its End (shell.exec: an interrupted command's
+// last words and its result).
+func (c *Call) KeepOutput() {
+	c.st.mu.Lock()
+	c.st.keep = true
+	c.st.mu.Unlock()
+}
+
+// AfterEnd sets f to run once the stream's End has been sent.
+func (c *Call) AfterEnd(f func()) { c.afterEnd = f }
+
+// Flush sends what Out has gathered now, instead of when 64 KiB have
+// gathered or the call ends: output someone watches as it comes.
+func (c *Call) Flush() error { return c.st.flushOut() }
 
 // DecodeArgs decodes the call's arguments into v, refusing unknown fields.
 func (c *Call) DecodeArgs(v any) error {
@@ -138,23 +158,28 @@ func (s *Server) dispatch(f proto.Frame) error {
 
 // run does one request and ends its stream.
 func (s *Server) run(st *stream, req proto.Request) {
+	call := &Call{Ctx: st.ctx, Args: req.Args, In: &st.in, Out: st, st: st}
 	defer func() {
 		s.mu.Lock()
 		delete(s.streams, st.id)
 		s.mu.Unlock()
-		st.cancel()
+		st.end()
+		if call.afterEnd != nil {
+			call.afterEnd()
+		}
 	}()
 	var reply proto.Reply
 	h := s.ops[req.Op]
 	var res any
 	var err error
+	var tail []byte
 	if h == nil {
 		err = proto.Errorf(proto.CodeInvalid, "this runner has no operation %q (protocol %d)", proto.Cut(req.Op, 64), proto.Version)
 	} else {
-		res, err = h(&Call{Ctx: st.ctx, Args: req.Args, In: &st.in, Out: st})
+		res, err = h(call)
 	}
 	if err == nil {
-		err = st.flushOut()
+		tail, err = st.tail()
 	}
 	if err != nil {
 		var pe *proto.Error
@@ -173,7 +198,10 @@ func (s *Server) run(st *stream, req proto.Request) {
 	if len(head) > proto.MaxHead {
 		head, _ = json.Marshal(proto.Reply{Error: &proto.Error{Code: proto.CodeInternal, Message: "the result is over the protocol's limit"}})
 	}
-	_ = s.send(proto.Frame{Kind: proto.End, Stream: st.id, Head: head})
+	if reply.Error != nil {
+		tail = nil
+	}
+	_ = s.send(proto.Frame{Kind: proto.End, Stream: st.id, Head: head, Body: tail})
 }
 
 // send writes one frame and flushes it.
@@ -196,7 +224,7 @@ func (s *Server) endAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range s.streams {
-		st.cancel()
+		st.end()
 		st.in.add(nil, true)
 	}
 }

@@ -167,6 +167,12 @@ func (c *Conn) dispatch(f proto.Frame) error {
 	case proto.Data:
 		return st.push(f.Body)
 	case proto.End:
+		// An End may carry the operation's last output in its body.
+		if len(f.Body) > 0 {
+			if err := st.push(f.Body); err != nil {
+				return err
+			}
+		}
 		var rep proto.Reply
 		if err := json.Unmarshal(f.Head, &rep); err != nil {
 			st.fail(errs.New(errs.Internal, "the runner sent an unreadable reply"))

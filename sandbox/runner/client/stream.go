@@ -88,11 +88,40 @@ func (st *Stream) Read(p []byte) (int, error) {
 		st.chunks[0] = st.chunks[0][n:]
 	}
 	st.buffered -= n
+	done := st.done
 	st.mu.Unlock()
-	if n > 0 {
+	if n > 0 && !done { // no credit for a stream that has ended
 		_ = st.c.send(proto.Frame{Kind: proto.Credit, Stream: st.id, Body: credit(n)})
 	}
 	return n, nil
+}
+
+// Next returns the next piece of output as the runner sent it, without a
+// copy: valid until the next call. It returns io.EOF once the operation
+// has ended.
+func (st *Stream) Next() ([]byte, error) {
+	st.mu.Lock()
+	for len(st.chunks) == 0 && !st.done {
+		st.cond.Wait()
+	}
+	if len(st.chunks) == 0 {
+		err := st.err
+		st.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	b := st.chunks[0]
+	st.chunks[0] = nil
+	st.chunks = st.chunks[1:]
+	st.buffered -= len(b)
+	done := st.done
+	st.mu.Unlock()
+	if len(b) > 0 && !done {
+		_ = st.c.send(proto.Frame{Kind: proto.Credit, Stream: st.id, Body: credit(len(b))})
+	}
+	return b, nil
 }
 
 // Result waits for the reply and decodes its result into v (nil to ignore

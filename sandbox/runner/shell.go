@@ -1,0 +1,342 @@
+package runner
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/sandbox/runner/proto"
+)
+
+// The runner owns the jail's persistent /bin/sh: it starts it on the
+// first command (with the server's init script and limits), runs one
+// command at a time in it, streams the output, reads the status record,
+// interrupts, times out, and reports the shell's end. The jail lives as
+// long as its shell: when the shell ends, the runner reports it and
+// exits, and the server starts a fresh jail with the saved state.
+
+func init() {
+	register(proto.OpShellExec, func(c *Call) (any, error) { return theShell.exec(c) })
+	register(proto.OpShellLimit, func(c *Call) (any, error) { return theShell.limit(c) })
+}
+
+// theShell is the runner's one shell.
+var theShell = &shellState{}
+
+// exitRunner ends the runner once its shell is gone; tests replace it.
+var exitRunner = func() { os.Exit(0) }
+
+// shellState is the runner's shell and what it knows of it.
+type shellState struct {
+	mu    sync.Mutex // guards the fields below
+	busy  bool       // a command runs
+	p     *shellProc
+	ended bool // the shell has ended: the runner is on its way out
+
+	// Held by the command that runs (busy):
+	prefix     string // random per runner, so nonces cannot be guessed
+	seq        uint64
+	exports    []byte // the last `export -p`
+	exportsVer uint64 // counts the changes of exports
+}
+
+// shellProc is one running /bin/sh.
+type shellProc struct {
+	cmd    *exec.Cmd
+	pid    int
+	stdin  *os.File
+	status *os.File // the read end of the shell's stdout
+	pipes  [2]*pipeReader
+	// background holds the shell's children alive when the last command
+	// ended; only the running command touches it.
+	background []int
+	// statusDirty: the last command did not end with a whole record, so a
+	// piece of it may still be in the status pipe.
+	statusDirty bool
+
+	exited   chan struct{} // closed once the shell has been reaped
+	exitCode int           // valid after exited is closed
+}
+
+// quiet is how long a timed-out or interrupted command gets to end after
+// its processes were signalled, before the shell is killed.
+const quiet = 500 * time.Millisecond
+
+func (s *shellState) exec(c *Call) (any, error) {
+	var a proto.ShellExecArgs
+	if err := c.DecodeArgs(&a); err != nil {
+		return nil, err
+	}
+	text, err := io.ReadAll(c.In)
+	if err != nil {
+		return nil, err
+	}
+	command := string(text)
+	if strings.IndexByte(command, 0) >= 0 || strings.TrimSpace(command) == "" {
+		return nil, proto.Errorf(proto.CodeInvalid, "command is empty or contains a NUL byte")
+	}
+	s.mu.Lock()
+	switch {
+	case s.busy:
+		s.mu.Unlock()
+		return nil, proto.Errorf(proto.CodeBusy, "the shell is busy running another command")
+	case s.ended:
+		s.mu.Unlock()
+		return nil, proto.Errorf(proto.CodeUnavailable, "the shell has ended")
+	}
+	s.busy = true
+	p := s.p
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.busy = false
+		if s.ended {
+			c.AfterEnd(exitRunner)
+		}
+		s.mu.Unlock()
+	}()
+	c.KeepOutput() // a Cancel interrupts the command; its result still comes
+	if p == nil {
+		if a.Init == "" {
+			return nil, proto.Errorf(proto.CodeUnavailable, "no shell runs: the first command starts it with its init script")
+		}
+		if p, err = startShell(a.Init, a.NProc); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.p = p
+		s.mu.Unlock()
+		go s.watch(p)
+	}
+	res := s.run(c, p, a, command)
+	if res.ShellEnded {
+		s.mu.Lock()
+		s.ended = true
+		s.mu.Unlock()
+	}
+	return res, nil
+}
+
+// watch waits for the shell's end; between commands, it ends the runner
+// (and with it the jail). During one, the command reports it.
+func (s *shellState) watch(p *shellProc) {
+	<-p.exited
+	s.mu.Lock()
+	s.ended = true
+	busy := s.busy
+	s.mu.Unlock()
+	if !busy {
+		exitRunner()
+	}
+}
+
+func (s *shellState) limit(c *Call) (any, error) {
+	var a proto.ShellLimitArgs
+	if err := c.DecodeArgs(&a); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	p := s.p
+	s.mu.Unlock()
+	if p == nil || !p.alive() {
+		return nil, nil // the next shell gets it from its init script
+	}
+	n := uint64(unix.RLIM_INFINITY)
+	if a.FileSize >= 0 {
+		n = uint64(a.FileSize)
+	}
+	if err := unix.Prlimit(p.pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
+		return nil, proto.Errorf(proto.CodeUnavailable, "set the shell's file size limit: %v", err)
+	}
+	return nil, nil
+}
+
+// startShell starts /bin/sh with its descriptors: commands on 0, the
+// status record on 1 (its stdout between commands), the stderr pipe on 2
+// and 8, /dev/null on 6, the stdout pipe on 7. The process limit is set
+// before it reads its first line, then it runs init.
+func startShell(init string, nproc uint64) (*shellProc, error) {
+	var files []*os.File
+	pipe := func() (r, w *os.File) {
+		r, w, err := os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w
+	}
+	inR, inW := pipe()
+	outR, outW := pipe()
+	errR, errW := pipe()
+	stR, stW := pipe()
+	null, err := os.Open(os.DevNull)
+	if err == nil {
+		files = append(files, null)
+	}
+	if err != nil || len(files) != 9 {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, proto.Errorf(proto.CodeInternal, "start the shell: no pipes")
+	}
+	cmd := exec.Command("/bin/sh")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, stW, errW
+	cmd.ExtraFiles = []*os.File{nil, nil, nil, null, outW, errW} // 3-5 closed, 6, 7, 8
+	err = cmd.Start()
+	for _, f := range []*os.File{inR, outW, errW, stW, null} {
+		f.Close()
+	}
+	if err != nil {
+		for _, f := range []*os.File{inW, outR, errR, stR} {
+			f.Close()
+		}
+		return nil, proto.Errorf(proto.CodeInternal, "start the shell: %v", err)
+	}
+	p := &shellProc{cmd: cmd, pid: cmd.Process.Pid, stdin: inW, status: stR, exited: make(chan struct{}), statusDirty: true}
+	go func() {
+		_ = cmd.Wait()
+		p.exitCode = exitStatus(cmd.ProcessState)
+		close(p.exited)
+		p.interruptStatus() // a command waiting for its record learns now
+	}()
+	fail := func(err error) (*shellProc, error) {
+		p.kill()
+		for _, f := range []*os.File{inW, outR, errR, stR} {
+			f.Close()
+		}
+		return nil, err
+	}
+	// dash's ulimit has no -u: set RLIMIT_NPROC on the shell itself, while
+	// it waits for its first line. Lowering a limit needs no privilege; a
+	// hard limit already lower binds harder and is kept.
+	if nproc > 0 {
+		var cur unix.Rlimit
+		err := unix.Prlimit(p.pid, unix.RLIMIT_NPROC, nil, &cur)
+		if err == nil {
+			n := min(nproc, cur.Max)
+			err = unix.Prlimit(p.pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}, nil)
+		}
+		if err != nil {
+			return fail(proto.Errorf(proto.CodeInternal, "start the shell: set its process limit (RLIMIT_NPROC): %v", err))
+		}
+	}
+	for i, f := range []*os.File{outR, errR} {
+		if p.pipes[i], err = newPipeReader(f); err != nil {
+			return fail(proto.Errorf(proto.CodeInternal, "start the shell: %v", err))
+		}
+	}
+	for _, pr := range p.pipes {
+		go pr.loop()
+	}
+	if _, err := io.WriteString(inW, init); err != nil {
+		return fail(proto.Errorf(proto.CodeInternal, "start the shell: write its init script: %v", err))
+	}
+	return p, nil
+}
+
+func (p *shellProc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill kills the shell (not its children: they hold the jail, which the
+// server replaces once the runner reports the shell's end).
+func (p *shellProc) kill() {
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// interruptStatus ends a wait for a status record at once.
+func (p *shellProc) interruptStatus() {
+	_ = p.status.SetReadDeadline(time.Unix(1, 0))
+}
+
+// readNow hands what the status pipe holds now to take, without waiting
+// (a read deadline cannot do that: a passed one fails before reading).
+func (p *shellProc) readNow(take func([]byte)) {
+	rc, err := p.status.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		var buf [4096]byte
+		for {
+			n, _, _ := readOnce(fd, buf[:])
+			if n == 0 {
+				return
+			}
+			take(buf[:n])
+		}
+	})
+}
+
+// dropStaleStatus empties the status pipe when the last command did not
+// end with a whole record: a late piece of it must not be read as the
+// next command's.
+func (p *shellProc) dropStaleStatus() {
+	if p.statusDirty {
+		p.statusDirty = false
+		p.readNow(func([]byte) {})
+	}
+}
+
+// waitEOF waits until stdout and stderr are drained to their end, at most d.
+func (p *shellProc) waitEOF(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, pr := range p.pipes {
+		select {
+		case <-pr.eof:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// exitStatus turns a process state into a shell-style exit code.
+func exitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// nextNonce returns a nonce no command can guess. Called with the turn.
+func (s *shellState) nextNonce() string {
+	if s.prefix == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		s.prefix = hex.EncodeToString(b[:])
+	}
+	s.seq++
+	return s.prefix + strconv.FormatUint(s.seq, 36)
+}
+
+// noteExports keeps the shell's `export -p` of a record and returns its
+// version, which moves when it changes.
+func (s *shellState) noteExports(rec statusRecord) uint64 {
+	if s.exportsVer == 0 || !bytes.Equal(rec.exports, s.exports) {
+		s.exports = append(s.exports[:0], rec.exports...)
+		s.exportsVer++
+	}
+	return s.exportsVer
+}
