@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,15 @@ func TestRunnerHello(t *testing.T) {
 	h, err := c.Hello(ctx)
 	if err != nil || h.Protocol != proto.Version || !c.Has(proto.OpPing) {
 		t.Fatalf("hello %+v %v", h, err)
+	}
+}
+
+// The runner owns the shell: the jail's /bin/sh is the runner's child,
+// started by it, not a process the server drives through pipes.
+func TestTheShellIsTheRunners(t *testing.T) {
+	sh, _ := newTestShell(t)
+	res := mustRun(t, sh, `tr '\0' ' ' < /proc/$PPID/cmdline`)
+	if parent := string(res.Stdout); !strings.HasPrefix(parent, "/proc/self/fd/") || !strings.Contains(parent, " --conn ") {
+		t.Fatalf("the shell's parent runs %q, not the runner", res.Stdout)
 	}
 }
