@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -45,13 +47,29 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 
 	c := &ended{j: j, text: command, opts: opts, died: died, start: now()}
 	c.out = [2]*capBuffer{newCapBuffer(maxOut), newCapBuffer(maxOut)}
-	args := proto.ShellExecArgs{TimeoutMS: timeout.Milliseconds(), Exports: j.exports}
+	args := proto.ShellExecArgs{Length: len(command), TimeoutMS: timeout.Milliseconds(), Exports: j.exports}
 	if !j.shellUp {
 		args.Init, args.NProc = s.initScript(), s.processLimit()
 	}
 	if j.runner == nil {
 		s.release()
 		return Result{}, errNoRunner
+	}
+	if !j.shellUp {
+		// A runner that never says hello must not hold the turn forever.
+		hctx, cancel := context.WithTimeout(ctx, helloWait)
+		_, err := j.runner.Hello(hctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && !isDone(j.runner.Done()) {
+			s.mu.Lock()
+			if s.jail == j {
+				s.jail = nil
+			}
+			s.mu.Unlock()
+			j.kill()
+			s.release()
+			return Result{}, fmt.Errorf("start jail: its runner did not answer within %v (run 'warren doctor')", helloWait)
+		}
 	}
 	st, err := j.runner.Open(ctx, proto.OpShellExec, args, []byte(command))
 	if err != nil {
@@ -66,33 +84,47 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 	deadline := c.start.Add(timeout)
 	detachAt := opts.DetachAt
 	if detachAt.IsZero() || !detachAt.Before(deadline) {
-		res, rep := s.read(c, st, deadline)
-		return s.complete(c, res, rep), nil
-	}
-	type outcome struct {
-		res Result
-		rep *proto.ShellExecResult
+		return s.finishRead(c, s.read(c, st, deadline))
 	}
 	done := make(chan outcome, 1)
-	go func() {
-		res, rep := s.read(c, st, deadline)
-		done <- outcome{res, rep}
-	}()
+	go func() { done <- s.read(c, st, deadline) }()
 	t := time.NewTimer(time.Until(detachAt))
 	defer t.Stop()
 	select {
 	case o := <-done:
-		return s.complete(c, o.res, o.rep), nil
+		return s.finishRead(c, o)
 	case <-t.C:
 	}
 	if ctx.Err() == nil && j.alive() {
-		go func() {
-			o := <-done
-			opts.Detached(s.complete(c, o.res, o.rep), nil)
-		}()
+		go func() { opts.Detached(s.finishRead(c, <-done)) }()
 		return Result{}, ErrDetached
 	}
-	o := <-done
+	return s.finishRead(c, <-done)
+}
+
+// outcome is what read learnt of a command: its result so far, the
+// runner's reply, or the runner's refusal.
+type outcome struct {
+	res Result
+	rep *proto.ShellExecResult
+	err error
+}
+
+// finishRead completes a command from what read learnt. A runner that
+// refused or failed the command (it could not start the shell) loses its
+// jail: the next command starts a fresh one.
+func (s *Shell) finishRead(c *ended, o outcome) (Result, error) {
+	if o.err != nil {
+		c.j.stop()
+		s.mu.Lock()
+		if s.jail == c.j {
+			s.jail = nil
+		}
+		s.mu.Unlock()
+		c.j.kill()
+		s.release()
+		return Result{}, o.err
+	}
 	return s.complete(c, o.res, o.rep), nil
 }
 
@@ -109,6 +141,9 @@ type ended struct {
 	gotExp  bool
 }
 
+// helloWait bounds the wait for a new jail's runner to say hello.
+const helloWait = 15 * time.Second
+
 // wedge is how long past a command's timeout the server waits for the
 // runner's reply before it takes the runner for wedged and kills the jail:
 // the runner's own timeout, its two quiet periods and some slack.
@@ -118,7 +153,7 @@ const wedge = 2*quiet + 5*time.Second
 // reply, or nil with res saying why there is none (the jail ended, or the
 // runner broke the protocol or stopped answering, and the jail was
 // killed).
-func (s *Shell) read(c *ended, st *client.Stream, deadline time.Time) (Result, *proto.ShellExecResult) {
+func (s *Shell) read(c *ended, st *client.Stream, deadline time.Time) outcome {
 	defer st.Close()
 	j := c.j
 	var wedged atomic.Bool
@@ -135,18 +170,25 @@ func (s *Shell) read(c *ended, st *client.Stream, deadline time.Time) (Result, *
 		}
 		if !rd.feed(b) {
 			j.stop() // a runner that breaks the protocol is not believed again
-			return s.lost(c, Result{ExitCode: -1}), nil
+			return outcome{res: s.lost(c, Result{ExitCode: -1})}
 		}
 	}
 	var rep proto.ShellExecResult
-	if err := st.Result(&rep); err != nil || !rd.whole() {
-		res := Result{}
-		if wedged.Load() {
-			res.TimedOut = true
-		}
-		return s.lost(c, res), nil
+	err := st.Result(&rep)
+	if err == nil && rd.whole() {
+		return outcome{res: Result{ExitCode: rep.ExitCode, TimedOut: rep.TimedOut, Interrupted: rep.Interrupted,
+			ShellRestarted: rep.ShellEnded}, rep: &rep}
 	}
-	return Result{ExitCode: rep.ExitCode, TimedOut: rep.TimedOut, Interrupted: rep.Interrupted, ShellRestarted: rep.ShellEnded}, &rep
+	if err != nil && !errors.Is(err, client.ErrGone) && !wedged.Load() {
+		// The runner refused or failed the command (busy; it could not
+		// start the shell; an unreadable reply).
+		return outcome{err: err}
+	}
+	res := Result{}
+	if wedged.Load() {
+		res.TimedOut = true
+	}
+	return outcome{res: s.lost(c, res)}
 }
 
 // lost finishes a command whose runner is gone: the jail ended (the

@@ -94,8 +94,8 @@ func (s *Shell) complete(c *ended, res Result, rep *proto.ShellExecResult) Resul
 	j := c.j
 	res.Duration = now().Sub(c.start)
 	ended := rep == nil || rep.ShellEnded
-	if rep != nil && !rep.ShellEnded {
-		j.shellUp = true
+	if rep != nil && !rep.ShellEnded && rep.Cwd != "" {
+		j.shellUp = true // the shell ran the command and reported
 	}
 	res.ShellRestarted = res.ShellRestarted || c.died
 	// A command that hit the jail's process limit shows it (a refused fork

@@ -73,6 +73,7 @@ type shellProc struct {
 const quiet = 500 * time.Millisecond
 
 func (s *shellState) exec(c *Call) (any, error) {
+	c.KeepOutput() // a Cancel interrupts the command; its result still comes
 	var a proto.ShellExecArgs
 	if err := c.DecodeArgs(&a); err != nil {
 		return nil, err
@@ -80,6 +81,14 @@ func (s *shellState) exec(c *Call) (any, error) {
 	text, err := io.ReadAll(c.In)
 	if err != nil {
 		return nil, err
+	}
+	if c.Ctx.Err() != nil {
+		// Cancelled before it ran (its input may have been cut short):
+		// not run at all.
+		return proto.ShellExecResult{ExitCode: 130, Interrupted: true}, nil
+	}
+	if len(text) != a.Length {
+		return nil, proto.Errorf(proto.CodeInvalid, "the command arrived with %d of its %d bytes", len(text), a.Length)
 	}
 	command := string(text)
 	if strings.IndexByte(command, 0) >= 0 || strings.TrimSpace(command) == "" {
@@ -105,7 +114,6 @@ func (s *shellState) exec(c *Call) (any, error) {
 		}
 		s.mu.Unlock()
 	}()
-	c.KeepOutput() // a Cancel interrupts the command; its result still comes
 	if p == nil {
 		if a.Init == "" {
 			return nil, proto.Errorf(proto.CodeUnavailable, "no shell runs: the first command starts it with its init script")

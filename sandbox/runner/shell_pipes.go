@@ -110,6 +110,12 @@ func (p *pipeReader) drain(next func([]byte)) {
 	p.feed = next
 }
 
+func (p *pipeReader) setFeed(f func([]byte)) {
+	p.mu.Lock()
+	p.feed = f
+	p.mu.Unlock()
+}
+
 // take reads and feeds everything the pipe holds now.
 func (p *pipeReader) take() {
 	p.mu.Lock()

@@ -59,7 +59,7 @@ func (s *shellState) run(c *Call, p *shellProc, a proto.ShellExecArgs, command s
 		}
 	}
 	for _, pr := range p.pipes {
-		pr.drain(nil)
+		pr.setFeed(nil) // collect has fed everything the command wrote
 	}
 	r.sink.close()
 	return res

@@ -46,6 +46,7 @@ type execOut struct {
 func execute(t *testing.T, c *client.Conn, command string, args proto.ShellExecArgs) (execOut, error) {
 	t.Helper()
 	var o execOut
+	args.Length = len(command)
 	st, err := c.Open(context.Background(), proto.OpShellExec, args, []byte(command))
 	if err != nil {
 		return o, err
@@ -120,7 +121,8 @@ func TestShellExecBusyAndInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := c.Open(ctx, proto.OpShellExec, proto.ShellExecArgs{TimeoutMS: 60000}, []byte("echo started; sleep 100; echo never"))
+	cmd := "echo started; sleep 100; echo never"
+	st, err := c.Open(ctx, proto.OpShellExec, proto.ShellExecArgs{TimeoutMS: 60000, Length: len(cmd)}, []byte(cmd))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +185,21 @@ func TestMayStartJobs(t *testing.T) {
 		if got := MayStartJobs(cmd); got != want {
 			t.Errorf("MayStartJobs(%q) = %v, want %v", cmd, got, want)
 		}
+	}
+}
+
+// A command that arrives shorter than the server sent it (its input ended
+// early) is never run: a cut `rm -rf build/x` must not become `rm -rf b`.
+func TestShellExecRunsOnlyWholeCommands(t *testing.T) {
+	freshShell(t)
+	c := pair(t, Ops())
+	dir := t.TempDir()
+	cmd := "touch " + shellQuote(dir+"/ran")
+	err := c.Call(context.Background(), proto.OpShellExec, proto.ShellExecArgs{TimeoutMS: 10000, Init: ":\n", Length: len(cmd) + 5}, []byte(cmd), nil)
+	if errs.CodeOf(err) != errs.Invalid {
+		t.Fatalf("a cut command: %v, want invalid", err)
+	}
+	if o, err := execute(t, c, "test -e "+shellQuote(dir+"/ran")+" && echo ran || echo not", proto.ShellExecArgs{TimeoutMS: 10000, Init: ":\n"}); err != nil || string(o.stdout) != "not\n" {
+		t.Fatalf("the cut command ran: %q %v", o.stdout, err)
 	}
 }

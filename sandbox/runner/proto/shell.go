@@ -38,6 +38,9 @@ const MaxCwd = 4096
 
 // ShellExecArgs are the arguments of OpShellExec.
 type ShellExecArgs struct {
+	// Length is the command's length in bytes: a command that arrives
+	// shorter (its input ended early) is never run.
+	Length int `json:"length"`
 	// TimeoutMS bounds the command's wall-clock time.
 	TimeoutMS int64 `json:"timeout_ms"`
 	// Init, on the jail's first command, starts the shell: the script it
