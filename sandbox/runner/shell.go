@@ -2,11 +2,9 @@ package runner
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/hex"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,7 +50,7 @@ type shellState struct {
 
 // shellProc is one running /bin/sh.
 type shellProc struct {
-	cmd    *exec.Cmd
+	proc   *os.Process
 	pid    int
 	stdin  *os.File
 	status *os.File // the read end of the shell's stdout
@@ -196,10 +194,11 @@ func startShell(init string, nproc uint64) (*shellProc, error) {
 		}
 		return nil, proto.Errorf(proto.CodeInternal, "start the shell: no pipes")
 	}
-	cmd := exec.Command("/bin/sh")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, stW, errW
-	cmd.ExtraFiles = []*os.File{nil, nil, nil, null, outW, errW} // 3-5 closed, 6, 7, 8
-	err = cmd.Start()
+	// os.StartProcess rather than os/exec: the runner links less. The
+	// environment is the runner's own (bwrap's --setenv).
+	proc, err := os.StartProcess("/bin/sh", []string{"/bin/sh"}, &os.ProcAttr{
+		Files: []*os.File{inR, stW, errW, nil, nil, nil, null, outW, errW}, // 3-5 closed
+	})
 	for _, f := range []*os.File{inR, outW, errW, stW, null} {
 		f.Close()
 	}
@@ -209,10 +208,10 @@ func startShell(init string, nproc uint64) (*shellProc, error) {
 		}
 		return nil, proto.Errorf(proto.CodeInternal, "start the shell: %v", err)
 	}
-	p := &shellProc{cmd: cmd, pid: cmd.Process.Pid, stdin: inW, status: stR, exited: make(chan struct{}), statusDirty: true}
+	p := &shellProc{proc: proc, pid: proc.Pid, stdin: inW, status: stR, exited: make(chan struct{}), statusDirty: true}
 	go func() {
-		_ = cmd.Wait()
-		p.exitCode = exitStatus(cmd.ProcessState)
+		ps, _ := proc.Wait()
+		p.exitCode = exitStatus(ps)
 		close(p.exited)
 		p.interruptStatus() // a command waiting for its record learns now
 	}()
@@ -263,7 +262,7 @@ func (p *shellProc) alive() bool {
 // kill kills the shell (not its children: they hold the jail, which the
 // server replaces once the runner reports the shell's end).
 func (p *shellProc) kill() {
-	_ = p.cmd.Process.Kill()
+	_ = p.proc.Kill()
 	select {
 	case <-p.exited:
 	case <-time.After(2 * time.Second):
@@ -332,7 +331,9 @@ func exitStatus(ps *os.ProcessState) int {
 func (s *shellState) nextNonce() string {
 	if s.prefix == "" {
 		var b [8]byte
-		_, _ = rand.Read(b[:])
+		if _, err := unix.Getrandom(b[:], 0); err != nil {
+			panic("runner: no randomness for the shell's nonces: " + err.Error())
+		}
 		s.prefix = hex.EncodeToString(b[:])
 	}
 	s.seq++
