@@ -16,6 +16,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"syscall"
 
 	"github.com/warrenhq/warren/sandbox/runner/proto"
 )
@@ -232,6 +233,10 @@ func (s *Server) endAll() {
 // ServeFD serves the connection on descriptor fd (the jail's end of the
 // server's socket pair).
 func (s *Server) ServeFD(fd int) error {
+	// Non-blocking, so that reads wait in Go's poller instead of a thread
+	// parked in read(2), whose wake-up hands the goroutine between threads
+	// (a ping took 51 µs instead of 22).
+	_ = syscall.SetNonblock(fd, true)
 	f := os.NewFile(uintptr(fd), "runner-conn")
 	if f == nil {
 		return errors.New("runner: no connection on descriptor")
