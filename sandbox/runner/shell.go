@@ -29,13 +29,17 @@ func init() {
 }
 
 // theShell is the runner's one shell.
-var theShell = &shellState{}
+var theShell = newShellState(func() { os.Exit(0) })
 
-// exitRunner ends the runner once its shell is gone; tests replace it.
-var exitRunner = func() { os.Exit(0) }
+func newShellState(exit func()) *shellState {
+	return &shellState{exit: exit, watched: make(chan struct{})}
+}
 
 // shellState is the runner's shell and what it knows of it.
 type shellState struct {
+	exit    func()        // ends the runner once its shell is gone
+	watched chan struct{} // closed once watch has seen the shell's end
+
 	mu    sync.Mutex // guards the fields below
 	busy  bool       // a command runs
 	p     *shellProc
@@ -108,7 +112,7 @@ func (s *shellState) exec(c *Call) (any, error) {
 		s.mu.Lock()
 		s.busy = false
 		if s.ended {
-			c.AfterEnd(exitRunner)
+			c.AfterEnd(s.exit)
 		}
 		s.mu.Unlock()
 	}()
@@ -137,12 +141,13 @@ func (s *shellState) exec(c *Call) (any, error) {
 // (and with it the jail). During one, the command reports it.
 func (s *shellState) watch(p *shellProc) {
 	<-p.exited
+	defer close(s.watched)
 	s.mu.Lock()
 	s.ended = true
 	busy := s.busy
 	s.mu.Unlock()
 	if !busy {
-		exitRunner()
+		s.exit()
 	}
 }
 

@@ -130,7 +130,10 @@ func (p *pipeReader) take() {
 const flushDelay = 3 * time.Millisecond
 
 // sink writes a command's output records to its call's stream (see
-// proto.OpShellExec), one writer at a time.
+// proto.OpShellExec), one writer at a time. Output of the same stream
+// that comes before the gathered bytes are sent extends the last record
+// instead of starting one: a command whose writes come a few KiB at a time
+// costs the server one record per frame, not one per write.
 type sink struct {
 	c      *Call
 	mu     sync.Mutex
@@ -138,29 +141,42 @@ type sink struct {
 	err    error
 	armed  bool
 	timer  *time.Timer
+	// last is where the last record's header is in the stream's gathered
+	// bytes, -1 when they hold none (sent, or not started).
+	last int
+	tag  byte
 }
 
-func newSink(c *Call) *sink { return &sink{c: c} }
+func newSink(c *Call) *sink { return &sink{c: c, last: -1} }
 
 // feed returns a feed for tag's pipe.
 func (k *sink) feed(tag byte) func([]byte) {
 	return func(b []byte) { k.write(tag, b) }
 }
 
-// write sends b as one record of tag.
+// write sends b as a record of tag.
 func (k *sink) write(tag byte, b []byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed || k.err != nil || len(b) == 0 {
 		return
 	}
-	var h [proto.RecHeader]byte
-	h[0] = tag
-	binary.BigEndian.PutUint32(h[1:], uint32(len(b)))
-	if _, k.err = k.c.Out.Write(h[:]); k.err == nil {
-		_, k.err = k.c.Out.Write(b)
+	st := k.c.st
+	if k.last >= 0 && k.tag == tag {
+		h := st.out[k.last+1 : k.last+proto.RecHeader]
+		binary.BigEndian.PutUint32(h, binary.BigEndian.Uint32(h)+uint32(len(b)))
+	} else {
+		k.last, k.tag = len(st.out), tag
+		st.out = append(st.out, tag, 0, 0, 0, 0)
+		binary.BigEndian.PutUint32(st.out[k.last+1:], uint32(len(b)))
 	}
-	if !k.armed && k.err == nil {
+	st.out = append(st.out, b...)
+	if len(st.out) >= 64<<10 {
+		k.last = -1 // sending moves the gathered bytes
+		k.err = st.flushOut()
+		return
+	}
+	if !k.armed {
 		k.armed = true
 		if k.timer == nil {
 			k.timer = time.AfterFunc(flushDelay, k.flush)
@@ -176,6 +192,7 @@ func (k *sink) flush() {
 	defer k.mu.Unlock()
 	k.armed = false
 	if !k.closed && k.err == nil {
+		k.last = -1
 		k.err = k.c.Flush()
 	}
 }

@@ -24,14 +24,18 @@ func freshShell(t *testing.T) (exited func() bool) {
 	t.Helper()
 	var mu sync.Mutex
 	gone := false
-	old, oldExit := theShell, exitRunner
-	theShell = &shellState{}
-	exitRunner = func() { mu.Lock(); gone = true; mu.Unlock() }
+	old := theShell
+	s := newShellState(func() { mu.Lock(); gone = true; mu.Unlock() })
+	theShell = s
 	t.Cleanup(func() {
-		if p := theShell.p; p != nil && p.alive() {
+		s.mu.Lock()
+		p := s.p
+		s.mu.Unlock()
+		if p != nil {
 			p.kill()
+			<-s.watched
 		}
-		theShell, exitRunner = old, oldExit
+		theShell = old
 	})
 	return func() bool { mu.Lock(); defer mu.Unlock(); return gone }
 }

@@ -21,7 +21,8 @@ type Stream struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
 	chunks   [][]byte
-	buffered int // bytes in chunks: never more than the credit given
+	buffered int    // bytes in chunks: never more than the credit given
+	last     []byte // the chunk Next returned last, recycled on the next call
 	reply    proto.Reply
 	err      error
 	done     bool
@@ -83,6 +84,8 @@ func (st *Stream) Read(p []byte) (int, error) {
 	}
 	n := copy(p, st.chunks[0])
 	if n == len(st.chunks[0]) {
+		recycle(st.chunks[0])
+		st.chunks[0] = nil
 		st.chunks = st.chunks[1:]
 	} else {
 		st.chunks[0] = st.chunks[0][n:]
@@ -101,6 +104,10 @@ func (st *Stream) Read(p []byte) (int, error) {
 // has ended.
 func (st *Stream) Next() ([]byte, error) {
 	st.mu.Lock()
+	if st.last != nil {
+		recycle(st.last) // the caller is done with it
+		st.last = nil
+	}
 	for len(st.chunks) == 0 && !st.done {
 		st.cond.Wait()
 	}
@@ -116,6 +123,7 @@ func (st *Stream) Next() ([]byte, error) {
 	st.chunks[0] = nil
 	st.chunks = st.chunks[1:]
 	st.buffered -= len(b)
+	st.last = b
 	done := st.done
 	st.mu.Unlock()
 	if len(b) > 0 && !done {
@@ -182,4 +190,31 @@ func (st *Stream) Close() {
 		delete(st.c.streams, st.id)
 		st.c.mu.Unlock()
 	}
+}
+
+// Output frames are read into pooled buffers: a command that prints
+// hundreds of megabytes would otherwise leave one garbage buffer per frame
+// for the collector. A chunk goes back once its reader is done with it.
+const poolBuf = 136 << 10 // a frame of gathered output: 64 KiB and one more pipe read, with headers
+
+var frames = sync.Pool{New: func() any { b := make([]byte, poolBuf); return &b }}
+
+// frameBuf returns n bytes for a frame: pooled when it fits a pool
+// buffer and is large enough to matter.
+func frameBuf(n int) []byte {
+	if n < 4<<10 || n > poolBuf {
+		return make([]byte, n)
+	}
+	return (*frames.Get().(*[]byte))[:n]
+}
+
+// recycle returns a frame's body to the pool. Only a body that starts a
+// pooled buffer is one (a Data frame has no head); others are left to the
+// collector.
+func recycle(b []byte) {
+	if cap(b) != poolBuf {
+		return
+	}
+	b = b[:poolBuf]
+	frames.Put(&b)
 }
