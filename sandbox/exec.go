@@ -82,32 +82,33 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		return s.complete(c, s.lost(c, Result{}), nil), nil
 	}
 	deadline := c.start.Add(timeout)
+	rg := s.startReading(c, st, deadline)
 	detachAt := opts.DetachAt
 	if detachAt.IsZero() || !detachAt.Before(deadline) {
-		return s.finishRead(c, s.read(c, st, deadline))
+		return s.finishRead(c, rg.read(false))
 	}
-	done := make(chan outcome, 1)
-	go func() { done <- s.read(c, st, deadline) }()
-	t := time.NewTimer(time.Until(detachAt))
-	defer t.Stop()
-	select {
-	case o := <-done:
+	// The caller's goroutine reads until detachAt (a timer wakes it), so a
+	// short command costs no goroutine of its own.
+	wake := time.AfterFunc(time.Until(detachAt), st.Wake)
+	o := rg.read(true)
+	wake.Stop()
+	if !o.woken {
 		return s.finishRead(c, o)
-	case <-t.C:
 	}
 	if ctx.Err() == nil && j.alive() {
-		go func() { opts.Detached(s.finishRead(c, <-done)) }()
+		go func() { opts.Detached(s.finishRead(c, rg.read(false))) }()
 		return Result{}, ErrDetached
 	}
-	return s.finishRead(c, <-done)
+	return s.finishRead(c, rg.read(false))
 }
 
 // outcome is what read learnt of a command: its result so far, the
 // runner's reply, or the runner's refusal.
 type outcome struct {
-	res Result
-	rep *proto.ShellExecResult
-	err error
+	res   Result
+	rep   *proto.ShellExecResult
+	err   error
+	woken bool // read stopped at the detach time; the command runs on
 }
 
 // finishRead completes a command from what read learnt. A runner that
@@ -149,46 +150,74 @@ const helloWait = 15 * time.Second
 // the runner's own timeout, its two quiet periods and some slack.
 const wedge = 2*quiet + 5*time.Second
 
-// read reads the command's output records and its reply. It returns the
-// reply, or nil with res saying why there is none (the jail ended, or the
-// runner broke the protocol or stopped answering, and the jail was
-// killed).
-func (s *Shell) read(c *ended, st *client.Stream, deadline time.Time) outcome {
-	defer st.Close()
-	j := c.j
-	var wedged atomic.Bool
-	backstop := time.AfterFunc(time.Until(deadline)+wedge, func() {
-		wedged.Store(true)
-		j.stop()
+// reading is a command's output being read.
+type reading struct {
+	s        *Shell
+	c        *ended
+	st       *client.Stream
+	rd       recordReader
+	wedged   atomic.Bool
+	backstop *time.Timer
+}
+
+// startReading arms the backstop: a runner that has not replied by the
+// command's timeout plus wedge is taken for wedged, and its jail killed.
+func (s *Shell) startReading(c *ended, st *client.Stream, deadline time.Time) *reading {
+	r := &reading{s: s, c: c, st: st, rd: recordReader{c: c}}
+	r.backstop = time.AfterFunc(time.Until(deadline)+wedge, func() {
+		r.wedged.Store(true)
+		c.j.stop()
 	})
-	defer backstop.Stop()
-	rd := recordReader{c: c}
+	return r
+}
+
+// read reads the command's output records and its reply. It returns the
+// reply, or none with res saying why (the jail ended, or the runner broke
+// the protocol or stopped answering, and the jail was killed), or the
+// runner's refusal; with stopOnWake, woken when the stream's Wake came
+// first.
+func (r *reading) read(stopOnWake bool) outcome {
+	s, c, st, j := r.s, r.c, r.st, r.c.j
 	for {
 		b, err := st.Next()
+		if err == client.ErrWoken {
+			if stopOnWake {
+				return outcome{woken: true}
+			}
+			continue
+		}
 		if err != nil {
 			break
 		}
-		if !rd.feed(b) {
+		if !r.rd.feed(b) {
+			r.end()
 			j.stop() // a runner that breaks the protocol is not believed again
 			return outcome{res: s.lost(c, Result{ExitCode: -1})}
 		}
 	}
+	r.end()
 	var rep proto.ShellExecResult
 	err := st.Result(&rep)
-	if err == nil && rd.whole() {
+	if err == nil && r.rd.whole() {
 		return outcome{res: Result{ExitCode: rep.ExitCode, TimedOut: rep.TimedOut, Interrupted: rep.Interrupted,
 			ShellRestarted: rep.ShellEnded}, rep: &rep}
 	}
-	if err != nil && !errors.Is(err, client.ErrGone) && !wedged.Load() {
+	if err != nil && !errors.Is(err, client.ErrGone) && !r.wedged.Load() {
 		// The runner refused or failed the command (busy; it could not
 		// start the shell; an unreadable reply).
 		return outcome{err: err}
 	}
 	res := Result{}
-	if wedged.Load() {
+	if r.wedged.Load() {
 		res.TimedOut = true
 	}
 	return outcome{res: s.lost(c, res)}
+}
+
+// end stops the backstop and gives the stream up.
+func (r *reading) end() {
+	r.backstop.Stop()
+	r.st.Close()
 }
 
 // lost finishes a command whose runner is gone: the jail ended (the

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 
@@ -23,6 +24,7 @@ type Stream struct {
 	chunks   [][]byte
 	buffered int    // bytes in chunks: never more than the credit given
 	last     []byte // the chunk Next returned last, recycled on the next call
+	woken    bool   // Wake was called: a waiting Next returns ErrWoken
 	reply    proto.Reply
 	err      error
 	done     bool
@@ -99,6 +101,19 @@ func (st *Stream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// ErrWoken is what a Next waiting for output returns after Wake.
+var ErrWoken = errors.New("runner client: woken")
+
+// Wake makes a Next that waits for output (now, or the next call that
+// would wait) return ErrWoken: a reader that must stop waiting at a given
+// time arms a timer with it instead of reading on another goroutine.
+func (st *Stream) Wake() {
+	st.mu.Lock()
+	st.woken = true
+	st.cond.Broadcast()
+	st.mu.Unlock()
+}
+
 // Next returns the next piece of output as the runner sent it, without a
 // copy: valid until the next call. It returns io.EOF once the operation
 // has ended.
@@ -108,8 +123,13 @@ func (st *Stream) Next() ([]byte, error) {
 		recycle(st.last) // the caller is done with it
 		st.last = nil
 	}
-	for len(st.chunks) == 0 && !st.done {
+	for len(st.chunks) == 0 && !st.done && !st.woken {
 		st.cond.Wait()
+	}
+	if len(st.chunks) == 0 && !st.done {
+		st.woken = false
+		st.mu.Unlock()
+		return nil, ErrWoken
 	}
 	if len(st.chunks) == 0 {
 		err := st.err
