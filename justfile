@@ -17,14 +17,17 @@ deps:
       else echo "bubblewrap is missing: run 'sudo apt-get install -y bubblewrap'" >&2; exit 1; fi
     fi
 
-# Install what the tests need besides: git (test repositories), curl (the network tests run it in jails), Chromium (the console's browser tests).
+# Install what the tests need besides: git (test repositories), curl (the network tests run it in jails), Chromium (the console's browser tests), PostgreSQL 15 (the store tests run on it too).
 test-deps: deps
     #!/usr/bin/env bash
     set -euo pipefail
     missing=()
     command -v git >/dev/null || missing+=(git)
     command -v curl >/dev/null || missing+=(curl ca-certificates)
+    command -v strace >/dev/null || missing+=(strace)
+    [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
     command -v chromium >/dev/null || missing+=(chromium fonts-liberation)
+    [ -x /usr/lib/postgresql/15/bin/postgres ] || missing+=(postgresql-15)
     if [ ${#missing[@]} -gt 0 ]; then
       if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}";
       else echo "the tests need ${missing[*]}: run 'sudo apt-get install -y --no-install-recommends ${missing[*]}'" >&2; exit 1; fi
@@ -38,7 +41,7 @@ build out=bin:
 serve *ARGS: deps build
     ./{{bin}} serve {{ if ARGS == "" { "stdio --workspace ." } else { ARGS } }}
 
-# Run every test against real jails, SQLite and git (the console's in headless Chromium).
+# Run every test against real jails, SQLite, PostgreSQL and git (the console's in headless Chromium).
 test: test-deps
     just conformance
     just web-check
@@ -54,7 +57,7 @@ bench: test-deps
 
 # Run every benchmark that has a target, print each ratio to its floor, and fail when one is missed (targets: cmd/benchcheck).
 bench-check: test-deps
-    go test -run '^$' -bench 'AgainstFloors|ExecBuiltin|ExecExternal|ToolRoundTrip|ObsOverhead|IdleRSS' -benchtime 2000x ./sandbox/ ./cmd/warren/ ./agent/ | grep -v '^ *e2e_helpers_test' | go run ./cmd/benchcheck
+    go test -run '^$' -bench 'AgainstFloors|ExecBuiltin|ExecExternal|ToolRoundTrip|ObsOverhead|IdleRSS|Sessions200' -benchtime 2000x ./sandbox/ ./cmd/warren/ ./agent/ | grep -v '^ *e2e_helpers_test' | go run ./cmd/benchcheck
 
 # Benchmark the MCP server: per-call benchmarks against their floors (2,000 calls each), then the whole-server scenarios once each (idle memory, 200 sessions, the soak, usage lost to kill -9).
 bench-mcp: test-deps

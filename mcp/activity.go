@@ -16,7 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/bound"
 	"github.com/warrenhq/warren/sessions/events"
 )
@@ -101,8 +101,8 @@ func (d *deps) recordActivity(next server.ToolHandlerFunc) server.ToolHandlerFun
 func (d *deps) activitySession(ctx context.Context, user string, req mcp.CallToolRequest) string {
 	args := req.GetArguments()
 	if id, _ := args["job_id"].(string); id != "" {
-		if j := d.jobs.get(user, id); j != nil {
-			return j.session.ID
+		if j := d.sessions.Job(user, id); j != nil {
+			return j.Session().ID
 		}
 	}
 	id, _ := args["session_id"].(string)
@@ -113,25 +113,25 @@ func (d *deps) activitySession(ctx context.Context, user string, req mcp.CallToo
 	return s.ID
 }
 
-// commandStream returns the recorder of a command's output for the
-// activity log; nil without a log. The call is announced first, so that
-// its output never comes before it.
-func (d *deps) commandStream(ctx context.Context, session string) *events.Stream {
+// commandLog returns the recorder of a command's output for the activity
+// log; nil without a log. The call is announced first, so that its output
+// never comes before it.
+func (d *deps) commandLog(ctx context.Context, session string) sessions.OutputLog {
 	c := activityOf(ctx)
 	if d.events == nil || c == nil {
 		return nil
 	}
 	c.announce(session)
-	return d.events.Stream(session, c.event.Call, "shell_exec", c.event.Client)
+	return streamLog{d.events.Stream(session, c.event.Call, "shell_exec", c.event.Client)}
 }
 
-// outputTo adapts a stream to the shell's output callback.
-func outputTo(s *events.Stream) func(sandbox.Stream, []byte) {
-	if s == nil {
-		return nil
-	}
-	return func(which sandbox.Stream, chunk []byte) { s.Write(which == sandbox.Stderr, chunk) }
+// streamLog records a command's output in the activity log.
+type streamLog struct{ s *events.Stream }
+
+func (l streamLog) Output(which sessions.Stream, chunk []byte) {
+	l.s.Write(which == sessions.Stderr, chunk)
 }
+func (l streamLog) Close() { l.s.Close() }
 
 func newCallID() string { return "c-" + randomHex() }
 

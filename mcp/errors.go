@@ -7,10 +7,8 @@ import (
 	"io/fs"
 	"time"
 
-	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/errs"
-	"github.com/warrenhq/warren/sessions/workspace"
 	"github.com/warrenhq/warren/tasks"
 )
 
@@ -35,11 +33,11 @@ func errorf(format string, args ...any) error {
 }
 
 // fileError completes an error of a session's files (a
-// *workspace.FileError) with what to do next with the tools; tool is what
+// *sessions.FileError) with what to do next with the tools; tool is what
 // refuses a file over its limit ("read_file"). Other errors pass as they
 // are, to toolMessage.
 func fileError(tool string, err error) error {
-	var fe *workspace.FileError
+	var fe *sessions.FileError
 	if !errors.As(err, &fe) {
 		return err
 	}
@@ -47,17 +45,17 @@ func fileError(tool string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		msg += ", or create it with write_file"
-	case errors.Is(err, workspace.ErrTooManyLinks):
+	case errors.Is(err, sessions.ErrTooManyLinks):
 		msg += ": look at them with shell_exec 'ls -l'"
-	case errors.Is(err, workspace.ErrTooBig) && fe.Size > 0:
+	case errors.Is(err, sessions.ErrTooBig) && fe.Size > 0:
 		msg = fmt.Sprintf("%s is %d bytes, over %s's limit of %d: use shell_exec (head, sed -n, grep) instead", fe.Path, fe.Size, tool, fe.Limit)
-	case errors.Is(err, workspace.ErrTooBig):
+	case errors.Is(err, sessions.ErrTooBig):
 		msg = fmt.Sprintf("%s grew past %s's limit of %d bytes while it was read", fe.Path, tool, fe.Limit)
-	case errors.Is(err, workspace.ErrNotRegular) && fe.Type.IsDir():
+	case errors.Is(err, sessions.ErrNotRegular) && fe.Type.IsDir():
 		if fe.Op == "read" { // a write says "a directory, not a file"
 			msg += fmt.Sprintf(": list it with shell_exec 'ls -la %s'", fe.Jail)
 		}
-	case errors.Is(err, workspace.ErrNotRegular):
+	case errors.Is(err, sessions.ErrNotRegular):
 		msg += fmt.Sprintf(": inspect it with shell_exec, e.g. 'ls -l %s'", fe.Jail)
 	}
 	return &userError{msg: msg, err: err}
@@ -82,9 +80,13 @@ func toolMessage(err error) string {
 		}
 	case errs.Busy:
 		var claimed *tasks.ClaimedError
+		var left *sessions.JobRunningError
 		switch {
-		case errors.Is(err, sandbox.ErrBusy):
+		case errors.Is(err, sessions.ErrRunnerBusy):
 			return "the session's shell is busy running another command: wait for it with shell_wait, stop it with shell_kill, or use another session"
+		case errors.As(err, &left):
+			return fmt.Sprintf("session %s is busy with job %s, a command left running in the background: wait for it with "+
+				"shell_wait {\"job_id\":%q}, stop it with shell_kill, or run this in another session", left.Session, left.Job, left.Job)
 		case errors.As(err, &claimed):
 			return fmt.Sprintf("%s is claimed by %s until %s: pick another task (task_list {\"status\":\"open\"}), or wait until the lease ends",
 				claimed.TaskID, claimed.Holder, claimed.Until.UTC().Format(time.RFC3339))
@@ -97,13 +99,20 @@ func toolMessage(err error) string {
 		}
 	case errs.Invalid:
 		switch {
-		case errors.Is(err, sandbox.ErrEmptyCommand):
+		case errors.Is(err, sessions.ErrEmptyCommand):
 			return "command is empty: pass a shell command such as 'ls -la'"
-		case errors.Is(err, sandbox.ErrNULInCommand):
+		case errors.Is(err, sessions.ErrNULInCommand):
 			return "command contains a NUL byte, which no shell can run: remove it"
 		}
+	case errs.Limit:
+		var blocked *sessions.UsageBlockedError
+		if errors.As(err, &blocked) {
+			return "shell_exec refused: " + blocked.Reason + ". The threshold is enforced: " +
+				"ask the operator to raise or remove it in warren's config file, wait for the next UTC day if it is daily, " +
+				"or see 'warren usage alerts'"
+		}
 	case errs.Unavailable:
-		if errors.Is(err, sandbox.ErrClosed) {
+		if errors.Is(err, sessions.ErrRunnerClosed) {
 			return "the session's shell was closed because the server is shutting down: retry after it restarts"
 		}
 	}

@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/warrenhq/warren/sessions"
-	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // ReadFileInput is the input of read_file.
@@ -66,24 +63,15 @@ type EditFileOutput struct {
 	Replacements int    `json:"replacements" jsonschema:"occurrences replaced"`
 }
 
-// openPath opens the workspace of the caller's session, for writing or
-// only reading, and resolves path in it: what every file tool starts with.
-// The caller closes the files.
-func (d *deps) openPath(ctx context.Context, sessionID, path string, write bool) (sessions.Files, workspace.Path, error) {
+// openFiles opens the files of the caller's session, for writing or only
+// reading: what every file tool starts with.
+func (d *deps) openFiles(ctx context.Context, sessionID string, write bool) (sessions.Files, error) {
 	user, err := callerOf(ctx)
 	if err != nil {
-		return nil, workspace.Path{}, err
+		return nil, err
 	}
 	_, files, err := d.sessions.OpenFiles(ctx, user, sessionID, write)
-	if err != nil {
-		return nil, workspace.Path{}, err
-	}
-	p, err := files.Resolve(path)
-	if err != nil {
-		files.Close()
-		return nil, workspace.Path{}, fileError("", err)
-	}
-	return files, p, nil
+	return files, err
 }
 
 // Caps of the file tools.
@@ -122,18 +110,18 @@ func readFile(d *deps) Tool {
 		if in.Encoding != "" && in.Encoding != encodingText && in.Encoding != encodingBase64 {
 			return zero, errorf(`encoding must be "utf-8" or "base64", not %q`, in.Encoding)
 		}
-		files, p, err := d.openPath(ctx, in.SessionID, in.Path, false)
+		files, err := d.openFiles(ctx, in.SessionID, false)
 		if err != nil {
 			return zero, err
 		}
-		defer files.Close()
-		data, err := files.ReadFile(p, maxReadBytes)
+		f, err := files.Read(ctx, in.Path, maxReadBytes)
 		if err != nil {
 			return zero, fileError("read_file", err)
 		}
+		data, jail := f.Data, f.Jail
 		if in.Encoding == encodingBase64 {
 			out := sliceBytes(data, in.Offset, in.Limit)
-			out.Path = p.Jail
+			out.Path = jail
 			return result[ReadFileOutput]{Out: out, Text: out.Content}, nil
 		}
 		info, isImage, imgErr := sniffImage(data)
@@ -143,10 +131,10 @@ func readFile(d *deps) Tool {
 					"copy with shell_exec (fewer pixels, or JPEG instead of PNG) and read that, or read its bytes with encoding \"base64\"",
 					in.Path, info.mime, len(data), maxImageBytes)
 			}
-			out := ReadFileOutput{Path: p.Jail, Encoding: encodingImage, MimeType: info.mime, TotalBytes: len(data)}
-			text := fmt.Sprintf("%s: %s image, %d bytes", p.Jail, info.mime, len(data))
+			out := ReadFileOutput{Path: jail, Encoding: encodingImage, MimeType: info.mime, TotalBytes: len(data)}
+			text := fmt.Sprintf("%s: %s image, %d bytes", jail, info.mime, len(data))
 			if info.width > 0 {
-				text = fmt.Sprintf("%s: %s image, %d×%d pixels, %d bytes", p.Jail, info.mime, info.width, info.height, len(data))
+				text = fmt.Sprintf("%s: %s image, %d×%d pixels, %d bytes", jail, info.mime, info.width, info.height, len(data))
 			}
 			img := mcp.NewImageContent(base64.StdEncoding.EncodeToString(data), info.mime)
 			return result[ReadFileOutput]{Out: out, Text: text, Extra: []mcp.Content{img}}, nil
@@ -154,12 +142,12 @@ func readFile(d *deps) Tool {
 		if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
 			if imgErr != nil {
 				return zero, errorf("%s is a binary file, not an image read_file can return: %v; read its bytes with encoding \"base64\", "+
-					"or inspect it with shell_exec, e.g. 'file %s'", in.Path, imgErr, p.Jail)
+					"or inspect it with shell_exec, e.g. 'file %s'", in.Path, imgErr, jail)
 			}
-			return zero, errorf("%s is a binary file (not UTF-8 text): read its bytes with encoding \"base64\", or inspect it with shell_exec, e.g. 'file %s' or 'xxd %s | head'", in.Path, p.Jail, p.Jail)
+			return zero, errorf("%s is a binary file (not UTF-8 text): read its bytes with encoding \"base64\", or inspect it with shell_exec, e.g. 'file %s' or 'xxd %s | head'", in.Path, jail, jail)
 		}
 		out := sliceLines(string(data), in.Offset, in.Limit)
-		out.Path, out.Encoding, out.TotalBytes = p.Jail, encodingText, len(data)
+		out.Path, out.Encoding, out.TotalBytes = jail, encodingText, len(data)
 		return result[ReadFileOutput]{Out: out, Text: out.Content}, nil
 	})
 	return Tool{Toolset: "files", Tool: t, Handler: h}
@@ -234,23 +222,19 @@ func writeFile(d *deps) Tool {
 		if len(content) > maxWriteBytes {
 			return zero, errorf("content is %d bytes, over write_file's limit of %d: write it in parts with append", len(content), maxWriteBytes)
 		}
-		files, p, err := d.openPath(ctx, in.SessionID, in.Path, true)
+		files, err := d.openFiles(ctx, in.SessionID, true)
 		if err != nil {
 			return zero, err
 		}
-		defer files.Close()
-		data := content
-		if in.Append {
-			old, err := files.ReadFile(p, maxReadBytes)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return zero, fileError("write_file with append", err)
+		w, err := files.Write(ctx, in.Path, content, sessions.WriteOptions{Append: in.Append, Limit: maxReadBytes})
+		if err != nil {
+			tool := "write_file"
+			if in.Append {
+				tool = "write_file with append"
 			}
-			data = append(old, data...)
+			return zero, fileError(tool, err)
 		}
-		if err := files.WriteFile(p, data); err != nil {
-			return zero, fileError("write_file", err)
-		}
-		out := WriteFileOutput{Path: p.Jail, Bytes: len(content)}
+		out := WriteFileOutput{Path: w.Jail, Bytes: len(content)}
 		return result[WriteFileOutput]{Out: out, Text: fmt.Sprintf("wrote %d bytes to %s", out.Bytes, out.Path)}, nil
 	})
 	return Tool{Toolset: "files", Tool: t, Handler: h}
@@ -272,32 +256,22 @@ func editFile(d *deps) Tool {
 		if in.OldText == "" {
 			return zero, errorf("old_text is empty: pass the exact text to replace (use write_file to create a file)")
 		}
-		files, p, err := d.openPath(ctx, in.SessionID, in.Path, true)
+		files, err := d.openFiles(ctx, in.SessionID, true)
 		if err != nil {
 			return zero, err
 		}
-		defer files.Close()
-		data, err := files.ReadFile(p, maxReadBytes)
+		e, err := files.Edit(ctx, in.Path, sessions.EditOptions{Old: in.OldText, New: in.NewText, All: in.ReplaceAll, Limit: maxReadBytes})
 		if err != nil {
 			return zero, fileError("edit_file", err)
 		}
-		s := string(data)
-		n := strings.Count(s, in.OldText)
-		switch {
+		switch n := e.Found; {
 		case n == 0:
 			return zero, errorf("old_text was not found in %s: read the file with read_file and copy the text exactly, whitespace included", in.Path)
 		case n > 1 && !in.ReplaceAll:
 			return zero, errorf("old_text occurs %d times in %s: include more surrounding text to make it unique, or set replace_all", n, in.Path)
 		}
-		if !in.ReplaceAll {
-			n = 1
-		}
-		s = strings.Replace(s, in.OldText, in.NewText, n)
-		if err := files.WriteFile(p, []byte(s)); err != nil {
-			return zero, fileError("edit_file", err)
-		}
-		out := EditFileOutput{Path: p.Jail, Replacements: n}
-		return result[EditFileOutput]{Out: out, Text: fmt.Sprintf("replaced %d occurrence(s) in %s", n, out.Path)}, nil
+		out := EditFileOutput{Path: e.Jail, Replacements: e.Replaced}
+		return result[EditFileOutput]{Out: out, Text: fmt.Sprintf("replaced %d occurrence(s) in %s", out.Replacements, out.Path)}, nil
 	})
 	return Tool{Toolset: "files", Tool: t, Handler: h}
 }

@@ -1,13 +1,17 @@
 package mcp
 
 import (
+	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
-	"github.com/warrenhq/warren/sessions/workspace"
+	"github.com/warrenhq/warren/sandbox/runner"
+	"github.com/warrenhq/warren/sandbox/runner/client"
+	"github.com/warrenhq/warren/sessions"
 )
 
 func TestSliceLines(t *testing.T) {
@@ -49,23 +53,14 @@ func TestFileErrorAdvice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f, err := workspace.OpenFiles(dir, workspace.Jail{Mount: "/workspace", UID: os.Getuid(), GID: os.Getgid()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := filesOver(t, dir)
+	ctx := context.Background()
 	read := func(path string) string {
-		p, err := f.Resolve(path)
-		if err == nil {
-			_, err = f.ReadFile(p, 10)
-		}
+		_, err := f.Read(ctx, path, 10)
 		return toolMessage(fileError("read_file", err))
 	}
 	writeDir := func() string {
-		p, err := f.Resolve("sub")
-		if err == nil {
-			err = f.WriteFile(p, nil)
-		}
+		_, err := f.Write(ctx, "sub", nil, sessions.WriteOptions{MaxGrow: -1})
 		return toolMessage(fileError("write_file", err))
 	}
 	for _, tc := range []struct{ got, want string }{
@@ -81,4 +76,15 @@ func TestFileErrorAdvice(t *testing.T) {
 			t.Errorf("got  %q\nwant %q", tc.got, tc.want)
 		}
 	}
+}
+
+// filesOver returns the files of dir as a jail's runner serves them (seen
+// at /workspace), over a pipe.
+func filesOver(t *testing.T, dir string) sessions.Files {
+	t.Helper()
+	a, b := net.Pipe()
+	go func() { _ = runner.NewServer(runner.FileOps(dir, "/workspace")).Serve(b); b.Close() }()
+	c := client.New(a)
+	t.Cleanup(func() { c.Close() })
+	return sessions.RunnerFiles(c)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/warrenhq/warren/mcp/oauth"
 	"github.com/warrenhq/warren/mcp/tokens"
 )
 
@@ -47,6 +48,10 @@ type HTTPOptions struct {
 	// Conns, when set, charges each authenticated /mcp request's
 	// connection to its user (ConnLimiter.PerUser).
 	Conns *ConnLimiter
+	// OAuth, when set (with Tokens), is warren's authorization server:
+	// its endpoints are served, its access tokens accepted besides the
+	// personal access tokens of Tokens, and a 401 names its metadata.
+	OAuth *oauth.Server
 }
 
 // Console is the web console as the HTTP transport mounts it (package web).
@@ -99,8 +104,17 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	if opts.Metrics != nil {
 		mux.Handle("/metrics", checkOrigin(opts.AllowedOrigins, s.authenticate(opts, opts.Metrics)))
 	}
-	for _, p := range []string{"/register", "/authorize", "/token"} {
-		mux.HandleFunc(p, noOAuth)
+	if opts.OAuth != nil && opts.Tokens != nil {
+		// Not behind checkOrigin: the authorization server checks the
+		// origin of its one browser form itself, and its other endpoints
+		// carry no cookie.
+		for _, p := range opts.OAuth.Paths() {
+			mux.Handle(p, opts.OAuth)
+		}
+	} else {
+		for _, p := range []string{"/register", "/authorize", "/token"} {
+			mux.HandleFunc(p, noOAuth)
+		}
 	}
 	endpoint := s.owners.requireOwnSession(readBody(opts.BodyTimeout, s.modernCompat(gzipJSON(streamable))))
 	if opts.Conns != nil {
@@ -175,15 +189,23 @@ func readBody(timeout time.Duration, next http.Handler) http.Handler {
 // tokenHelp is what a client without a valid token is told.
 const tokenHelp = "send the header 'Authorization: Bearer <token>'; create a token on the server with 'warren token create --user NAME'"
 
+// oauthHelp is what a client without a valid token is told when warren is
+// an OAuth authorization server too.
+const oauthHelp = "sign in through your MCP client's OAuth support (it finds warren's authorization server from this answer), or " + tokenHelp
+
 // authenticate maps the bearer token to a user, or answers 401.
 //
-// The 401 carries `WWW-Authenticate: Bearer realm="warren"` (with
-// error="invalid_token" when a token was sent) and no resource_metadata:
-// warren is no OAuth resource server and advertises no authorization
-// server. OAuth-capable clients (the TypeScript SDK with an auth provider)
-// still probe for one on any 401; what they fall back to, /register, answers
-// with an OAuth error that carries the message below (noOAuth), so that
-// the client shows it instead of a login.
+// With OAuth (--public-url), the 401 names the protected-resource metadata
+// (RFC 9728), from which MCP clients find warren's authorization server;
+// an access token of that server (wat_…) is checked by it, for this
+// resource, and any other token is a personal access token.
+//
+// Without OAuth, the 401 carries `WWW-Authenticate: Bearer realm="warren"`
+// (with error="invalid_token" when a token was sent) and no
+// resource_metadata. OAuth-capable clients (the TypeScript SDK with an auth
+// provider) still probe for one on any 401; what they fall back to,
+// /register, answers with an OAuth error that carries the message below
+// (noOAuth), so that the client shows it instead of a login.
 func (s *Server) authenticate(opts HTTPOptions, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if opts.Tokens == nil {
@@ -192,18 +214,26 @@ func (s *Server) authenticate(opts HTTPOptions, next http.Handler) http.Handler 
 		}
 		tok, ok := bearerToken(r.Header.Get("Authorization"))
 		user, err := "", error(nil)
-		if ok {
+		switch {
+		case ok && opts.OAuth != nil && oauth.IsAccessToken(tok):
+			user, err = opts.OAuth.Authenticate(r.Context(), tok)
+		case ok:
 			user, err = opts.Tokens.Authenticate(r.Context(), tok)
 		}
 		if !ok || err != nil {
-			if err != nil && !errors.Is(err, tokens.ErrBadToken) {
+			if err != nil && !errors.Is(err, tokens.ErrBadToken) && !errors.Is(err, oauth.ErrBadToken) {
 				s.deps.log.Error().Err(err).Msg("authenticate")
 			}
-			challenge := `Bearer realm="warren"`
-			msg := "missing bearer token: " + tokenHelp
+			challenge, help := `Bearer realm="warren"`, tokenHelp
+			if opts.OAuth != nil {
+				// RFC 9728: the client finds the authorization server here.
+				challenge += `, resource_metadata="` + opts.OAuth.ResourceMetadataURL() + `", scope="` + oauth.Scope + `"`
+				help = oauthHelp
+			}
+			msg := "missing bearer token: " + help
 			if ok {
-				challenge += `, error="invalid_token", error_description="invalid or revoked token"`
-				msg = "invalid or revoked bearer token: " + tokenHelp
+				challenge += `, error="invalid_token", error_description="invalid, expired or revoked token"`
+				msg = "invalid, expired or revoked bearer token: " + help
 			}
 			w.Header().Set("WWW-Authenticate", challenge)
 			http.Error(w, msg, http.StatusUnauthorized)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/warrenhq/warren/sessions"
 )
 
 // notifier sends progress notifications and, over stdio, makes sure they
@@ -146,6 +148,9 @@ func newProgress(ctx context.Context, n *notifier, req mcp.CallToolRequest) *pro
 // add queues a chunk of output. A chunk that comes after finish (the
 // call returned; the output stays with the job for its result) is not
 // streamed.
+// output is add for a command's output of either stream.
+func (p *progress) output(_ sessions.Stream, chunk []byte) { p.add(chunk) }
+
 func (p *progress) add(chunk []byte) {
 	if p == nil {
 		return

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -17,6 +18,7 @@ import (
 	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/events"
+	"github.com/warrenhq/warren/sessions/gitpush"
 	"github.com/warrenhq/warren/tasks"
 )
 
@@ -40,8 +42,10 @@ type deps struct {
 	meter    *metering.Meter // nil: the usage toolset is not served, nothing is metered
 	events   *events.Log     // nil: session_watch is not served, no activity is logged
 	usage    *usageQueue     // tool-output records on their way to meter
-	jobs     *jobs
-	notes    *notifier
+	// shellYield is how long shell calls wait before returning a running
+	// command as a job; 0 means DefaultYield.
+	shellYield time.Duration
+	notes      *notifier
 	// watchers counts each user's session_watch calls in flight.
 	watchers watchSlots
 	// clientLevels are the log levels clients set (logging/setLevel).
@@ -49,6 +53,7 @@ type deps struct {
 	log          zerolog.Logger
 	agent        AgentRunner       // nil: the agent toolset is not served
 	srv          *server.MCPServer // for elicitation
+	git          *gitpush.Service  // nil: identity_list and session_push are not served
 }
 
 func allTools(d *deps) []Tool {
@@ -56,6 +61,7 @@ func allTools(d *deps) []Tool {
 		shellExec(d), shellWait(d), shellKill(d),
 		readFile(d), writeFile(d), editFile(d),
 		sessionCreate(d), sessionList(d), sessionControl(d), sessionDiff(d), sessionWatch(d), sessionNetworkLog(d),
+		identityList(d), sessionPush(d),
 		taskList(d), taskClaim(d), taskUpdate(d), taskAdd(d),
 		usageReport(d), usageRecord(d),
 		agentRun(d),
@@ -68,7 +74,8 @@ func servedTools(all []Tool, d *deps) []Tool {
 	var out []Tool
 	for _, t := range all {
 		if (t.Toolset == "tasks" && d.tasks == nil) || (t.Toolset == "usage" && d.meter == nil) || (t.Toolset == "agent" && d.agent == nil) ||
-			(t.Tool.Name == "session_watch" && d.events == nil) {
+			(t.Tool.Name == "session_watch" && d.events == nil) ||
+			((t.Tool.Name == "identity_list" || t.Tool.Name == "session_push") && d.git == nil) {
 			continue
 		}
 		out = append(out, t)

@@ -14,6 +14,7 @@ import (
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/bound"
 	"github.com/warrenhq/warren/sessions/events"
+	"github.com/warrenhq/warren/sessions/gitpush"
 	"github.com/warrenhq/warren/tasks"
 )
 
@@ -48,6 +49,9 @@ type Options struct {
 	// Tracing turns on OpenTelemetry spans per request (tracing.go); off,
 	// nothing is traced and nothing is added to a call.
 	Tracing bool
+	// Git clones with users' identities and pushes sessions (identity_list,
+	// session_push, session_create's identity); nil: none of it.
+	Git *gitpush.Service
 }
 
 // Server is warren's MCP server, ready to be served over one transport.
@@ -63,9 +67,7 @@ type Server struct {
 
 // New builds the server with the selected toolsets.
 func New(opts Options) (*Server, error) {
-	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, events: opts.Events, jobs: newJobs(), notes: newNotifier(), log: opts.Log, agent: opts.Agent}
-	d.jobs.yield = opts.ShellYield
-	d.jobs.onEnd = func(j *job) { d.sessions.QueueState(j.session, j.shell) }
+	d := &deps{sessions: opts.Sessions, tasks: opts.Tasks, meter: opts.Meter, events: opts.Events, shellYield: opts.ShellYield, notes: newNotifier(), log: opts.Log, agent: opts.Agent, git: opts.Git}
 	tools, err := selectTools(servedTools(allTools(d), d), opts.Toolsets)
 	if err != nil {
 		return nil, err
@@ -126,7 +128,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, us
 
 // Close interrupts running commands. The caller closes the session manager.
 func (s *Server) Close() {
-	s.deps.jobs.stopAll()
+	if s.deps.sessions != nil { // a server of other tools only (tests, benchmarks)
+		s.deps.sessions.StopCommands()
+	}
 	s.deps.usage.close() // write the last tool-output records
 }
 

@@ -18,6 +18,8 @@ type SessionCreateInput struct {
 	Mode   string `json:"mode,omitempty" jsonschema:"clone, bind (work in a directory of the server in place; never a URL) or empty; omitted: inferred (URLs and repositories are cloned, other directories bound)"`
 	Ref    string `json:"ref,omitempty" jsonschema:"branch, tag or commit to check out (clone only); omitted: the default branch"`
 	Name   string `json:"name,omitempty" jsonschema:"a label for people, at most 100 characters"`
+	// Identity is a git identity of the caller's (identity_list).
+	Identity string `json:"identity,omitempty" jsonschema:"clone with this git identity of yours (identity_list): its SSH key for ssh URLs, its token for https; session_push then pushes with it"`
 	// Network is the session's network policy; see network_tools.go.
 	Network *NetworkPolicy `json:"network,omitempty" jsonschema:"the jail's network: mode none (default: loopback only), allowlist (HTTP and HTTPS through warren's proxy to the hosts in allow) or host (the server's whole network, when the server allows it)"`
 }
@@ -116,14 +118,31 @@ func sessionCreate(d *deps) Tool {
 			return result[SessionView]{}, err
 		}
 		p := newProgress(ctx, d.notes, req)
-		s, err := d.sessions.Create(ctx, user, sessions.CreateOptions{Source: in.Source, Mode: sessions.Mode(in.Mode),
-			Ref: in.Ref, Name: in.Name, Progress: progressWriter{p}, Network: in.Network.policy()})
+		opts := sessions.CreateOptions{Source: in.Source, Mode: sessions.Mode(in.Mode),
+			Ref: in.Ref, Name: in.Name, Progress: progressWriter{p}, Network: in.Network.policy()}
+		var notices []string
+		link, err := d.cloneIdentity(ctx, user, in.Identity, &opts, func(m string) {
+			notices = append(notices, m)
+			fmt.Fprintln(opts.Progress, m)
+		})
+		if err != nil {
+			p.finish()
+			return result[SessionView]{}, err
+		}
+		s, err := d.sessions.Create(ctx, user, opts)
 		p.finish()
 		if err != nil {
 			return result[SessionView]{}, err
 		}
+		if err := link(ctx, s.ID); err != nil {
+			return result[SessionView]{}, err
+		}
 		v := d.view(s.Info())
-		return result[SessionView]{Out: v, Text: "created " + renderSession(v)}, nil
+		text := "created " + renderSession(v)
+		for _, n := range notices {
+			text += "\n" + n
+		}
+		return result[SessionView]{Out: v, Text: text}, nil
 	})
 	return Tool{Toolset: "sessions", Tool: t, Handler: h}
 }

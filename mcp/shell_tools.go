@@ -2,13 +2,14 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions"
 )
 
 // ShellExecInput is the input of shell_exec.
@@ -64,22 +65,16 @@ const defaultTimeout = 10 * time.Minute
 // under the common limits and still lets most commands end in one call.
 const DefaultYield = 30 * time.Second
 
-// yield returns the yield of a call in milliseconds: its own, or the
-// server's default.
-func (d *deps) yield(ms int) int {
+// yield returns the yield of a call: its own, or the server's default.
+func (d *deps) yield(ms int) time.Duration {
 	if ms > 0 {
-		return ms
+		return time.Duration(ms) * time.Millisecond
 	}
-	if d.jobs.yield > 0 {
-		return int(d.jobs.yield.Milliseconds())
+	if d.shellYield > 0 {
+		return d.shellYield
 	}
-	return int(DefaultYield.Milliseconds())
+	return DefaultYield
 }
-
-// stateSaveWait is how long a finished command's result waits for its cwd
-// and exports to reach the database before it says they are not saved yet
-// (state_saved false); the write goes on in the background.
-const stateSaveWait = 2 * time.Second
 
 func shellExec(d *deps) Tool {
 	t := mcp.NewTool("shell_exec",
@@ -99,7 +94,7 @@ func shellExec(d *deps) Tool {
 			return result[ShellResult]{}, err
 		}
 		if strings.TrimSpace(in.Command) == "" {
-			return result[ShellResult]{}, sandbox.ErrEmptyCommand
+			return result[ShellResult]{}, sessions.ErrEmptyCommand
 		}
 		if in.TimeoutMS < 0 || in.YieldMS < 0 {
 			return result[ShellResult]{}, errorf("timeout_ms and yield_ms must be positive numbers of milliseconds")
@@ -111,17 +106,16 @@ func shellExec(d *deps) Tool {
 		if timeout == 0 {
 			timeout = defaultTimeout
 		}
-		s, sh, err := d.sessions.OpenCommand(ctx, user, in.SessionID, in.Command)
+		p := newProgress(ctx, d.notes, req)
+		defer p.finish()
+		o, err := d.sessions.Exec(ctx, user, in.SessionID, in.Command, sessions.ExecOptions{
+			Timeout: timeout, Yield: d.yield(in.YieldMS), Progress: p.output,
+			Log: func(s *sessions.Session) sessions.OutputLog { return d.commandLog(ctx, s.ID) },
+		})
 		if err != nil {
-			return result[ShellResult]{}, err
+			return result[ShellResult]{}, d.execError(ctx, err)
 		}
-		out := d.commandStream(ctx, s.ID)
-		j, err := d.jobs.start(ctx, user, s, sh, in.Command, sandbox.ExecOptions{Timeout: timeout, OnOutput: outputTo(out)})
-		if err != nil {
-			return result[ShellResult]{}, err
-		}
-		j.setLog(out)
-		return d.await(ctx, req, j, d.yield(in.YieldMS), true)
+		return d.shellResult(o), nil
 	})
 	return Tool{Toolset: "shell", Tool: t, Handler: h}
 }
@@ -143,13 +137,18 @@ func shellWait(d *deps) Tool {
 		if in.YieldMS < 0 {
 			return result[ShellResult]{}, errorf("yield_ms must be a positive number of milliseconds")
 		}
-		j := d.jobs.get(user, in.JobID)
-		if j == nil {
+		p := newProgress(ctx, d.notes, req)
+		defer p.finish()
+		// Cancelling a wait stops waiting, not the command: shell_kill does that.
+		o, err := d.sessions.Wait(ctx, user, in.JobID, sessions.WaitOptions{Yield: d.yield(in.YieldMS), Progress: p.output})
+		if errors.Is(err, sessions.ErrJobNotFound) {
 			return result[ShellResult]{}, errorf("job %q not found: it finished and its result was already returned, or the server restarted; "+
 				"run the command again with shell_exec", in.JobID)
 		}
-		// Cancelling a wait stops waiting, not the command: shell_kill does that.
-		return d.await(ctx, req, j, d.yield(in.YieldMS), false)
+		if err != nil {
+			return result[ShellResult]{}, err
+		}
+		return d.shellResult(o), nil
 	})
 	return Tool{Toolset: "shell", Tool: t, Handler: h}
 }
@@ -167,114 +166,41 @@ func shellKill(d *deps) Tool {
 		if err != nil {
 			return result[ShellResult]{}, err
 		}
-		var j *job
-		if in.JobID != "" {
-			if j = d.jobs.get(user, in.JobID); j == nil {
-				return result[ShellResult]{}, errorf("job %q not found: it finished and its result was already returned; nothing to kill", in.JobID)
-			}
-		} else {
-			s, err := d.sessions.Get(ctx, user, in.SessionID)
-			if err != nil {
-				return result[ShellResult]{}, err
-			}
-			if j = d.jobs.running(s.ID); j == nil {
-				return result[ShellResult]{}, errorf("nothing is running in session %s: there is nothing to kill", s.ID)
-			}
+		p := newProgress(ctx, d.notes, req)
+		defer p.finish()
+		o, err := d.sessions.Kill(ctx, user, in.SessionID, in.JobID, sessions.WaitOptions{Progress: p.output})
+		switch {
+		case errors.Is(err, sessions.ErrJobNotFound):
+			return result[ShellResult]{}, errorf("job %q not found: it finished and its result was already returned; nothing to kill", in.JobID)
+		case errors.Is(err, sessions.ErrNothingRunning):
+			return result[ShellResult]{}, errorf("%s: there is nothing to kill", err.Error())
+		case err != nil:
+			return result[ShellResult]{}, err
 		}
-		j.cancel()
-		return d.await(context.WithoutCancel(ctx), req, j, 0, false)
+		return d.shellResult(o), nil
 	})
 	return Tool{Toolset: "shell", Tool: t, Handler: h}
 }
 
-// await waits for j to end, for yieldMS to pass, or for the call to be
-// cancelled. With interrupt, a cancelled call interrupts the command
-// (stdio notifications/cancelled, HTTP disconnect).
-func (d *deps) await(ctx context.Context, req mcp.CallToolRequest, j *job, yieldMS int, interrupt bool) (result[ShellResult], error) {
-	p := newProgress(ctx, d.notes, req)
-	j.setListener(p)
-	defer func() {
-		j.setListener(nil)
-		p.finish()
-	}()
-	if !d.ended(ctx, j, time.Duration(yieldMS)*time.Millisecond, interrupt) {
-		return d.partial(j), nil
-	}
-	j.closeLog() // the command's output is in the activity log before its outcome
-	return d.final(j)
-}
-
-// ended waits for j: it reports true once j has ended, false when yield
-// passed first or the call went away without interrupting it. A job first
-// in its session's line runs here, on the call's goroutine (runInline).
-func (d *deps) ended(ctx context.Context, j *job, yield time.Duration, interrupt bool) bool {
-	if j.takeInline() {
-		return !d.jobs.runInline(ctx, j, yield, interrupt)
-	}
-	var yielded <-chan time.Time
-	if yield > 0 {
-		t := time.NewTimer(yield)
-		defer t.Stop()
-		yielded = t.C
-	}
-	select {
-	case <-j.done:
-	case <-yielded:
-		return false
-	case <-ctx.Done():
-		if !interrupt {
-			return false
-		}
-		j.cancel()
-		<-j.done
-	}
-	return true
-}
-
-// partial reports a command that still runs and leaves it running.
-func (d *deps) partial(j *job) result[ShellResult] {
-	d.jobs.leave(j)
-	out, dropped := j.take()
+// shellResult renders the outcome of a command: running (a job left in
+// the background) or ended, with whether its cwd and exports are saved.
+func (d *deps) shellResult(o sessions.Outcome) result[ShellResult] {
+	res := o.Result
 	r := ShellResult{
-		SessionID: j.session.ID, Running: true, JobID: j.id,
-		Stdout: text(out[0]), Stderr: text(out[1]),
-		Truncated: dropped[0] > 0 || dropped[1] > 0,
-		Cwd:       j.shell.State().Cwd,
+		SessionID: o.Session.ID, Running: o.Running, Cwd: res.Cwd,
+		Stdout: text(res.Stdout), Stderr: text(res.Stderr), Truncated: res.Truncated,
+	}
+	if o.Running {
+		r.JobID = o.JobID
+		return result[ShellResult]{Out: r, Text: render(r)}
+	}
+	r.ExitCode, r.DurationMS, r.TimedOut = res.ExitCode, res.Duration.Milliseconds(), res.TimedOut
+	r.Interrupted, r.ShellRestarted, r.StateSaved = res.Interrupted, res.ShellRestarted, true
+	if o.StateErr != nil {
+		d.log.Warn().Err(o.StateErr).Str("session", o.Session.ID).Msg("save shell state")
+		r.StateSaved, r.Warning = false, o.StateErr.Error()
 	}
 	return result[ShellResult]{Out: r, Text: render(r)}
-}
-
-// final reports a finished command and saves the shell's state.
-func (d *deps) final(j *job) (result[ShellResult], error) {
-	d.jobs.forget(j)
-	if j.err != nil {
-		return result[ShellResult]{}, j.err
-	}
-	res := j.res
-	r := ShellResult{
-		SessionID: j.session.ID, ExitCode: res.ExitCode, Cwd: res.Cwd,
-		DurationMS: res.Duration.Milliseconds(), Truncated: res.Truncated, TimedOut: res.TimedOut,
-		Interrupted: res.Interrupted, ShellRestarted: res.ShellRestarted, StateSaved: true,
-	}
-	// Answer only once the cwd and exports are kept, or say they are not.
-	ctx, cancel := context.WithTimeout(context.Background(), stateSaveWait)
-	defer cancel()
-	if err := d.sessions.SaveState(ctx, j.session, j.shell); err != nil {
-		d.log.Warn().Err(err).Str("session", j.session.ID).Msg("save shell state")
-		r.StateSaved, r.Warning = false, err.Error()
-	}
-	j.mu.Lock()
-	yielded := j.yielded
-	j.mu.Unlock()
-	if yielded {
-		// The caller already has the earlier output: give only the rest.
-		out, dropped := j.take()
-		r.Stdout, r.Stderr = text(out[0]), text(out[1])
-		r.Truncated = r.Truncated || dropped[0] > 0 || dropped[1] > 0
-	} else {
-		r.Stdout, r.Stderr = text(res.Stdout), text(res.Stderr)
-	}
-	return result[ShellResult]{Out: r, Text: render(r)}, nil
 }
 
 // render is the text a model reads when it ignores structuredContent.

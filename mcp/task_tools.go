@@ -38,7 +38,7 @@ type TaskUpdateInput struct {
 	TaskID    string `json:"task_id" jsonschema:"the task to update, e.g. T-12"`
 	Status    string `json:"status,omitempty" jsonschema:"the new status: open, in_progress, blocked or done (done requires holding the claim and releases it)"`
 	Note      string `json:"note,omitempty" jsonschema:"a one-line note, appended with a timestamp and your name"`
-	Link      string `json:"link,omitempty" jsonschema:"the commit or pull request that completes the task"`
+	Link      string `json:"link,omitempty" jsonschema:"the commit or pull request that completes the task; omitted with status done: the session's last session_push (its pull request or branch), if it pushed"`
 	SessionID string `json:"session_id,omitempty" jsonschema:"the session that holds the claim; omitted: your default session"`
 }
 
@@ -136,6 +136,12 @@ func taskUpdate(d *deps) Tool {
 			return result[TaskOutput]{}, err
 		}
 		change := tasks.Change{Status: tasks.Status(in.Status), Note: in.Note, Link: in.Link}
+		if change.Status == tasks.StatusDone && change.Link == "" && d.git != nil {
+			// The session's last push is what completes the task.
+			if r, ok, err := d.git.Store.LastPush(ctx, holder.Session); err == nil && ok && len(r.Link()) <= 2000 {
+				change.Link = r.Link()
+			}
+		}
 		task, err := d.tasks.Update(ctx, in.TaskID, change, holder)
 		return taskResult(task, err, "updated")
 	})

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/bound"
 )
 
@@ -18,16 +20,15 @@ import (
 const unknownClient = "unknown"
 
 // meterTools is the one place where tool results are metered: it wraps
-// every handler, records the size of the result it returns, and refuses
-// shell_exec in a session stopped by an enforced usage threshold.
+// every handler and records the size of the result it returns. Before a
+// shell_exec, with an enforced threshold, the records of earlier calls are
+// written, so that the session manager's usage check (Manager.Exec) sees
+// the output of the previous command.
 func (d *deps) meterTools(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		user := UserFrom(ctx)
 		if d.usage.enforce && req.Params.Name == "shell_exec" && user != "" {
-			if res := d.enforce(ctx, user, req); res != nil {
-				d.recordResult(ctx, user, req, res)
-				return res, nil
-			}
+			d.usage.flush()
 		}
 		res, err := next(ctx, req)
 		if err == nil && res != nil && user != "" {
@@ -37,25 +38,15 @@ func (d *deps) meterTools(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	}
 }
 
-// enforce returns the refusal of a shell_exec whose session is blocked, or
-// nil. Errors of the meter let the command run: a broken usage store must
-// not take the shells down with it.
-func (d *deps) enforce(ctx context.Context, user string, req mcp.CallToolRequest) *mcp.CallToolResult {
-	session := d.sessionOf(ctx, user, req, nil)
-	d.usage.flush() // the output of the previous command counts
-	blocked, reason, err := d.meter.Enforced(ctx, user, session)
-	if err != nil {
-		d.logFor(ctx).Warn().Err(err).Str("session", session).Msg("check usage thresholds")
-		return nil
+// execError tells the client of a command an enforced usage threshold
+// refused, as a notification too; other errors pass.
+func (d *deps) execError(ctx context.Context, err error) error {
+	var blocked *sessions.UsageBlockedError
+	if errors.As(err, &blocked) {
+		d.notify(ctx, mcp.LoggingLevelWarning, "usage threshold reached: "+blocked.Reason+"; shell_exec is refused until it is raised or resets",
+			map[string]any{"event": "usage_threshold", "session_id": blocked.Session})
 	}
-	if !blocked {
-		return nil
-	}
-	d.notify(ctx, mcp.LoggingLevelWarning, "usage threshold reached: "+reason+"; shell_exec is refused until it is raised or resets",
-		map[string]any{"event": "usage_threshold", "session_id": session})
-	return mcp.NewToolResultError("shell_exec refused: " + reason + ". The threshold is enforced: " +
-		"ask the operator to raise or remove it in warren's config file, wait for the next UTC day if it is daily, " +
-		"or see 'warren usage alerts'")
+	return err
 }
 
 // recordResult queues a tool_output record of the result's size on the

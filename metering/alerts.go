@@ -128,17 +128,17 @@ func (m *Meter) fire(ctx context.Context, q querier, t threshold, k checkKey) (*
 	if k.period >= 0 {
 		a.Day = dayString(k.period)
 	}
-	res, err := q.ExecContext(ctx, `INSERT INTO usage_alerts (threshold, scope, user_id, session_id,
+	// RETURNING, not LastInsertId: PostgreSQL's driver has none.
+	err = q.QueryRowContext(ctx, `INSERT INTO usage_alerts (threshold, scope, user_id, session_id,
 		period, metric, limit_val, value, enforce, fired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`, a.Threshold, string(a.Scope), a.User, a.Session, k.period,
-		string(a.Metric), a.Limit, a.Value, a.Enforce, a.FiredAt.UnixMilli())
+		ON CONFLICT DO NOTHING RETURNING id`, a.Threshold, string(a.Scope), a.User, a.Session, k.period,
+		string(a.Metric), a.Limit, a.Value, a.Enforce, a.FiredAt.UnixMilli()).Scan(&a.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil // another process fired it first
+	}
 	if err != nil {
 		return nil, fmt.Errorf("insert alert: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return nil, nil // another process fired it first
-	}
-	a.ID, _ = res.LastInsertId()
 	a.describe()
 	return &a, nil
 }

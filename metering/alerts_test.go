@@ -231,7 +231,7 @@ func TestConcurrentWritersFireOnce(t *testing.T) {
 	if n := fired.Load(); n != 1 {
 		t.Fatalf("fired %d times, want 1", n)
 	}
-	if got := rawTotals(t, db, "1"); got.InputTokens != 2000 {
+	if got := rawTotals(t, db, "1 = 1"); got.InputTokens != 2000 {
 		t.Fatalf("recorded %d tokens", got.InputTokens)
 	}
 }

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 
 // benchRows is the size of the benchmark data set the issue asks for.
@@ -131,13 +134,15 @@ func benchMeter(b *testing.B) *Meter {
 	return benchM
 }
 
+// TestMain runs the tests on SQLite, then on PostgreSQL (sqltest).
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if benchDB != nil {
-		benchDB.Close()
-		os.RemoveAll(benchDir)
-	}
-	os.Exit(code)
+	defer func() {
+		if benchDB != nil {
+			benchDB.Close()
+			os.RemoveAll(benchDir)
+		}
+	}()
+	sqltest.Main(m, "")
 }
 
 // BenchmarkReport1M reports over 1,000,000 rows; ns/op is the time of one report.
@@ -169,4 +174,32 @@ func BenchmarkReport1M(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkUsageRecordP50 records 500 billing records one by one, each
+// acknowledged only once durable (what usage_record does), and reports
+// the p50 and p95 of one Record. sqltest runs it on SQLite, then on
+// PostgreSQL (set WARREN_TEST_PG_FSYNC=1 for a server that syncs its WAL
+// as a real one does).
+func BenchmarkUsageRecordP50(b *testing.B) {
+	db, _ := openDB(b)
+	m := mustOpen(b, db, Options{})
+	ctx := context.Background()
+	const ops = 500
+	var took []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for i := range ops {
+			start := time.Now()
+			if _, err := m.Record(ctx, Record{User: "bench", Session: fmt.Sprintf("s-%d", i%10), Model: "gpt-4o",
+				InputTokens: 1000, OutputTokens: 100}); err != nil {
+				b.Fatal(err)
+			}
+			took = append(took, time.Since(start))
+		}
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2])/1e6, "record-p50-ms")
+	b.ReportMetric(float64(took[len(took)*95/100])/1e6, "record-p95-ms")
 }

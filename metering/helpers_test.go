@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	// The embed package is deprecated in go-sqlite3 v0.37.0 (the driver carries the build), so
-	// tests import only the driver.
-	_ "github.com/ncruces/go-sqlite3/driver"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 
 // openDB opens a real SQLite file the way cmd/warren does.
@@ -22,12 +20,7 @@ func openDB(tb testing.TB) (*sql.DB, string) {
 
 func openPath(tb testing.TB, path string) *sql.DB {
 	tb.Helper()
-	db, err := sql.Open("sqlite3", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)&_pragma=foreign_keys(1)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
+	return sqltest.Open(tb, filepath.Dir(path))
 }
 
 // clock is an injectable, settable time source.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sessions/bound"
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 // Kinds of record.
@@ -176,7 +177,8 @@ func (m *Meter) RecordBatch(ctx context.Context, records []Record) ([]Alert, err
 		return nil, fmt.Errorf("begin record: %w", err)
 	}
 	defer conn.Close()
-	if billing(rows) {
+	pg := sqlschema.DialectOf(m.db) == sqlschema.Postgres
+	if billing(rows) && !pg {
 		// Model records are billing data: once acknowledged they must
 		// survive a power cut, not only a crash of the process, so their
 		// commit waits for the disk (synchronous=FULL syncs the WAL at
@@ -196,6 +198,13 @@ func (m *Meter) RecordBatch(ctx context.Context, records []Record) ([]Alert, err
 		return nil, fmt.Errorf("begin record: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	if billing(rows) && pg {
+		// The same promise on PostgreSQL: the commit returns once the WAL
+		// is flushed to disk, whatever the server's default.
+		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+			return nil, fmt.Errorf("begin record: %w", err)
+		}
+	}
 	if err := insertRows(ctx, tx, rows); err != nil {
 		return nil, err
 	}
@@ -271,18 +280,18 @@ func insertSQL(n int) string {
 const upsertDailySQL = `INSERT INTO usage_daily (user_id, day, session_id, task_id, client, model, kind,
 	records, input_tokens, output_tokens, cached_tokens, tool_bytes, tool_tokens, cost_micros,
 	unpriced, estimated, estimated_tokens, network_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT DO UPDATE SET
-		records = records + excluded.records,
-		input_tokens = input_tokens + excluded.input_tokens,
-		output_tokens = output_tokens + excluded.output_tokens,
-		cached_tokens = cached_tokens + excluded.cached_tokens,
-		tool_bytes = tool_bytes + excluded.tool_bytes,
-		tool_tokens = tool_tokens + excluded.tool_tokens,
-		cost_micros = cost_micros + excluded.cost_micros,
-		unpriced = unpriced + excluded.unpriced,
-		estimated = estimated + excluded.estimated,
-		estimated_tokens = estimated_tokens + excluded.estimated_tokens,
-		network_bytes = network_bytes + excluded.network_bytes`
+	ON CONFLICT (user_id, day, session_id, task_id, client, model, kind) DO UPDATE SET
+		records = usage_daily.records + excluded.records,
+		input_tokens = usage_daily.input_tokens + excluded.input_tokens,
+		output_tokens = usage_daily.output_tokens + excluded.output_tokens,
+		cached_tokens = usage_daily.cached_tokens + excluded.cached_tokens,
+		tool_bytes = usage_daily.tool_bytes + excluded.tool_bytes,
+		tool_tokens = usage_daily.tool_tokens + excluded.tool_tokens,
+		cost_micros = usage_daily.cost_micros + excluded.cost_micros,
+		unpriced = usage_daily.unpriced + excluded.unpriced,
+		estimated = usage_daily.estimated + excluded.estimated,
+		estimated_tokens = usage_daily.estimated_tokens + excluded.estimated_tokens,
+		network_bytes = usage_daily.network_bytes + excluded.network_bytes`
 
 // dailyKey is a row's key in the daily rollup.
 type dailyKey struct {

@@ -67,7 +67,7 @@ func TestRecordPricesAndValidates(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustRecord(t, m, tt.rec)
-			got := rawTotals(t, db, "1")
+			got := rawTotals(t, db, "1 = 1")
 			if got.CostMicros != tt.wantCost || got.UnpricedRecords != tt.unpriced {
 				t.Fatalf("cost %d unpriced %d, want %d and %d", got.CostMicros, got.UnpricedRecords, tt.wantCost, tt.unpriced)
 			}

@@ -46,8 +46,10 @@ var redactions = []redaction{
 	{re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`)},
 	// warren's own bearer tokens ('warren token create'): "wrn_" and 43
 	// base64url characters. The prefix the token list shows (wrn_ and 6)
-	// is too short to match.
-	{re: regexp.MustCompile(`\bwrn_[A-Za-z0-9_-]{20,}`)},
+	// is too short to match. Its OAuth secrets (package mcp/oauth) have
+	// the same form: access (wat_), refresh (wrt_) and client secrets
+	// (wcs_), authorization codes (wac_).
+	{re: regexp.MustCompile(`\bw(?:rn|at|rt|cs|ac)_[A-Za-z0-9_-]{20,}`)},
 	// JSON Web Tokens.
 	{re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,}`)},
 }

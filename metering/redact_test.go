@@ -17,6 +17,8 @@ var (
 	fakeSlack     = "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
 	fakeGoogle    = "AIza" + "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY"
 	fakeWarren    = "wrn_" + "Xq2-vT8kLm2Xw9RbN4yHc7Pf1Gd6Js0Ua5Ee_Kt7Wx2V"
+	fakeAccess    = "wat_" + "Pq7-vT8kLm2Xw9RbN4yHc7Pf1Gd6Js0Ua5Ee_Kt7Wx2V"
+	fakeRefresh   = "wrt_" + "Rr3-vT8kLm2Xw9RbN4yHc7Pf1Gd6Js0Ua5Ee_Kt7Wx2V"
 	fakeJWT       = "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0." + "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
 	fakePEM       = "-----BEGIN OPENSSH PRIVATE KEY-----\n" +
 		"b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n" +
@@ -38,6 +40,8 @@ func TestRedact(t *testing.T) {
 		{"github token in remote", "git remote add origin https://" + fakeGitHub + "@github.com/acme/app.git", []string{fakeGitHub}, []string{"github.com/acme/app.git"}},
 		{"warren token printed", "created:\n" + fakeWarren + "\nsaved", []string{fakeWarren, "Xq2-vT8k"}, []string{"created:\n", "saved"}},
 		{"warren token in prose", "use " + fakeWarren + " now", []string{fakeWarren}, []string{"use ", " now"}},
+		{"warren OAuth access token", "export T=" + fakeAccess + ";", []string{fakeAccess}, []string{"export T="}},
+		{"warren OAuth refresh token", "saved " + fakeRefresh + " to disk", []string{fakeRefresh}, []string{"saved ", " to disk"}},
 		{"github fine-grained", "GH_TOKEN " + fakeGitHubPAT, []string{fakeGitHubPAT}, []string{"GH_TOKEN"}},
 		{"aws credentials file", "[default]\naws_access_key_id = " + fakeAWSID + "\naws_secret_access_key = " + fakeAWSSecret + "\nregion = eu-west-1",
 			[]string{fakeAWSID, fakeAWSSecret, "bPxRfiCY"}, []string{"[default]", "region = eu-west-1"}},

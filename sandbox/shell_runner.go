@@ -19,7 +19,7 @@ var ErrRunnerKilled = errs.New(errs.Unavailable, "a command in this session stop
 // the command runs. A jail whose runner a command killed is restarted when
 // no command runs; while one does, Runner fails with ErrRunnerKilled.
 func (s *Shell) Runner(ctx context.Context) (*client.Conn, error) {
-	if c := s.liveRunner(); c != nil {
+	if c := s.LiveRunner(); c != nil {
 		return c, nil
 	}
 	s.mu.Lock()
@@ -46,7 +46,7 @@ func (s *Shell) Runner(ctx context.Context) (*client.Conn, error) {
 	if j != nil {
 		j.kill()
 	}
-	j, err := s.ensureJail()
+	j, err := s.startTraced(ctx) // a jail started for its runner is counted as any other
 	if err != nil {
 		return nil, err
 	}
@@ -56,8 +56,11 @@ func (s *Shell) Runner(ctx context.Context) (*client.Conn, error) {
 	return j.runner, nil
 }
 
-// liveRunner returns the running jail's runner connection, if both live.
-func (s *Shell) liveRunner() *client.Conn {
+// LiveRunner returns the connection to the runner of the running jail, or
+// nil when no jail runs or its runner is gone; it never starts one (for
+// callers that run inside a command's turn, such as the quota's measure
+// after each command).
+func (s *Shell) LiveRunner() *client.Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.jail == nil || !s.jail.alive() || s.jail.runner == nil || isDone(s.jail.runner.Done()) {

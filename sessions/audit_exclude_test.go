@@ -9,7 +9,7 @@ import (
 // leaves paths out of the diff; the workspace's .gitignore does not.
 func TestOnlyTheOperatorExcludesFromTheAudit(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, AuditExclude: []string{"node_modules/", "*.o"}})
 	s, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {

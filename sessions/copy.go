@@ -57,12 +57,12 @@ func (m *Manager) createCopy(ctx context.Context, user string, opts CreateOption
 		limit = defaultCopyBytes
 	}
 	unlock := m.opLock(src.ID) // no pause, archive or snapshot of the source meanwhile
-	// What is copied is the source's checked directory, as every use.
-	ws, err := m.openWorkspace(src)
-	if err == nil {
-		_, err = workspace.CopyTree(ctx, ws.ProcPath(), dir, scratch, limit)
-		ws.Close()
-	}
+	// What is copied is what the source's runner streams from inside its
+	// jail: the server opens no path of the source's workspace.
+	err = m.withTree(ctx, src, func(t workspace.TreeSource) error {
+		_, err := workspace.CopyTree(ctx, t, dir, scratch, limit)
+		return err
+	})
 	unlock()
 	if err != nil {
 		forceRemove(dir)

@@ -17,7 +17,7 @@ import (
 // copies another user's session.
 func TestCopyOfASessionTakesItsCurrentState(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data})
 	src, err := m.Create(ctx, "alice", CreateOptions{Name: "first try"})
 	if err != nil {
@@ -70,7 +70,7 @@ func TestCopyOfASessionTakesItsCurrentState(t *testing.T) {
 // content never appears in a copy, and the decoy is left as it was.
 func TestCopyNeverFollowsASwappedSymlink(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data})
 	src, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {
@@ -146,7 +146,7 @@ func TestCopyNeverFollowsASwappedSymlink(t *testing.T) {
 // A copy that could not be whole is refused, and leaves nothing behind.
 func TestCopyOverTheQuotaIsRefused(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: 1 << 20})
 	src, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {

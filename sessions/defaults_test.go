@@ -14,7 +14,7 @@ import (
 // counts too.
 func TestDefaultSessionsCountAgainstTheCap(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, MaxSessionsPerUser: 2})
 
 	first, err := m.Get(ctx, "alice", "")
@@ -94,7 +94,7 @@ func TestAnotherUsersSlowInsertDoesNotStallGet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			data := t.TempDir()
+			data := jailData(t)
 			// A busy timeout long enough that alice's insert is still waiting
 			// whenever bob's call is judged.
 			db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "warren.db")+

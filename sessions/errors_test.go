@@ -71,7 +71,7 @@ func TestSessionErrorsCarryCodes(t *testing.T) {
 // aliceSession is a manager with one empty session of alice's.
 func aliceSession(t *testing.T) (*Manager, *Session) {
 	t.Helper()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data})
 	s, err := m.Create(context.Background(), "alice", CreateOptions{})
 	if err != nil {

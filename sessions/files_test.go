@@ -15,7 +15,7 @@ import (
 // it adds, so an edit near the quota works while a second file is refused.
 func TestOpenFilesWritesAreCheckedByGrowth(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: 64 << 10, QuotaInterval: time.Hour})
 	s, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {
@@ -27,12 +27,8 @@ func TestOpenFilesWritesAreCheckedByGrowth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		p, err := f.Resolve(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f.WriteFile(p, []byte(strings.Repeat("x", size)))
+		_, err = f.Write(ctx, path, []byte(strings.Repeat("x", size)), WriteOptions{})
+		return err
 	}
 	if err := writeVia("a.txt", 40<<10); err != nil {
 		t.Fatal(err)
@@ -53,12 +49,7 @@ func TestOpenFilesWritesAreCheckedByGrowth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	p, err := f.Resolve("c.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.WriteFile(p, []byte("x")); err == nil {
+	if _, err := f.Write(ctx, "c.txt", []byte("x"), WriteOptions{}); err == nil {
 		t.Fatal("a write through files opened for reading succeeded")
 	}
 }

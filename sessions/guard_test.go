@@ -85,7 +85,7 @@ func TestASwappedBindIsRefusedWhileItsShellRuns(t *testing.T) {
 		}
 		tc.swap(moved)
 		for range 3 { // a refusal is not remembered as a pass, nor a pass as one
-			if _, _, err := m.OpenCommand(ctx, "alice", s.ID, "ls"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, _, err := m.openCommand(ctx, "alice", s.ID, "ls"); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s: a command: %v, want a refusal naming the %s", tc.name, err, tc.want)
 			}
 			for _, write := range []bool{false, true} {
@@ -135,17 +135,12 @@ func TestAFlippingLinkNeverOpensAnotherDirectory(t *testing.T) {
 			refused.Add(1)
 			continue
 		}
-		p, err := f.Resolve("note.txt")
-		if err == nil {
-			var b []byte
-			if b, err = f.ReadFile(p, 1<<10); err == nil {
-				read.Add(1)
-				if string(b) != "mine" {
-					t.Errorf("read %q through the session's file tools, want the bound directory's %q", b, "mine")
-				}
+		if c, err := f.Read(ctx, "note.txt", 1<<10); err == nil {
+			read.Add(1)
+			if string(c.Data) != "mine" {
+				t.Errorf("read %q through the session's file tools, want the bound directory's %q", c.Data, "mine")
 			}
 		}
-		f.Close()
 		if t.Failed() {
 			break
 		}
@@ -226,10 +221,8 @@ func flippingBind(t *testing.T) (m *Manager, s *Session, secret string, stop fun
 func TestAMovedParentIsCheckedAgain(t *testing.T) {
 	ctx := context.Background()
 	m, s, data, bound := boundSession(t)
-	if _, f, err := m.OpenFiles(ctx, "alice", s.ID, false); err != nil {
+	if _, _, err := m.OpenFiles(ctx, "alice", s.ID, false); err != nil {
 		t.Fatalf("before the move: %v", err)
-	} else {
-		f.Close()
 	}
 	parent := filepath.Dir(bound)
 	moved := filepath.Join(data, "moved-parent")
@@ -239,11 +232,10 @@ func TestAMovedParentIsCheckedAgain(t *testing.T) {
 	if err := os.Symlink(moved, parent); err != nil {
 		t.Fatal(err)
 	}
-	if _, f, err := m.OpenFiles(ctx, "alice", s.ID, false); err == nil {
-		f.Close()
+	if _, _, err := m.OpenFiles(ctx, "alice", s.ID, false); err == nil {
 		t.Fatal("the file tools opened a workspace that now lies inside the data directory")
 	}
-	if _, _, err := m.Open(ctx, "alice", s.ID); err == nil {
+	if _, _, err := m.open(ctx, "alice", s.ID); err == nil {
 		t.Fatal("a command may run in a workspace that now lies inside the data directory")
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
 	"github.com/warrenhq/warren/sessions/bound"
 	"github.com/warrenhq/warren/sessions/workspace"
 )
@@ -36,6 +38,10 @@ type CreateOptions struct {
 	// this session of the same user (see createCopy); Source, Mode and Ref
 	// must then be empty.
 	CopyOf string
+	// Auth logs the clone in with a git identity's key or token (see
+	// sessions/identity); the cloned commit is then kept in the audit
+	// repository for a later push (push.go). Nil: anonymous.
+	Auth transport.AuthMethod
 }
 
 func (m *Manager) workspaceDir(id string) string {
@@ -109,13 +115,15 @@ func (m *Manager) create(ctx context.Context, user string, opts CreateOptions) (
 
 	id := NewID()
 	p, err := workspace.Prepare(ctx, workspace.Spec{Source: opts.Source, Mode: workspace.Mode(opts.Mode), Ref: opts.Ref,
-		Dir: m.workspaceDir(id), Policy: m.policy(), Progress: opts.Progress})
+		Dir: m.workspaceDir(id), Policy: m.policy(), Progress: opts.Progress, Auth: opts.Auth, KeepBaseIn: m.keepBaseIn(id, opts)})
 	if err != nil {
+		forceRemove(m.auditDir(id))
 		return nil, err
 	}
 	s := &Session{Meta: Meta{ID: id, Owner: user, Name: opts.Name, Mode: Mode(p.Mode), Source: p.Source,
 		Ref: opts.Ref, BaseCommit: p.Commit}, Workspace: p.Dir, network: network}
 	cleanup := func() {
+		m.dropShell(id, true) // a bound session's base started its jail
 		if s.Mode != ModeBind {
 			forceRemove(m.workspaceDir(id))
 		}
@@ -172,25 +180,41 @@ func (m *Manager) setBase(ctx context.Context, s *Session, origin string) error 
 	if err != nil {
 		return err
 	}
-	if _, err := a.SetBase(ctx, ws.ProcPath(), origin); err != nil {
+	if s.Mode == ModeBind {
+		// A bound directory is the user's, and other sessions' jails may
+		// bind it too: its base is walked by this session's runner, in its
+		// jail (started for it; the reaper stops it when idle).
+		err := m.withTree(ctx, s, func(src workspace.TreeSource) error {
+			_, err := a.SetBase(ctx, src, origin)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("record base of session %s: %w", s.ID, err)
+		}
+		return nil
+	}
+	// A fresh clone, an empty directory or a copy, before any jail of the
+	// session exists, in a directory no other jail binds: the server's own
+	// walk races nothing (see workspace.HostTree).
+	if _, err := a.SetBase(ctx, workspace.HostTree(ws.ProcPath()), origin); err != nil {
 		return fmt.Errorf("record base of session %s: %w", s.ID, err)
 	}
 	return nil
 }
 
-// snapshot commits the workspace on the session's snapshots ref. Called
-// with the session's op lock held.
+// snapshot commits the workspace, as the session's runner streams it from
+// inside the jail, on the session's snapshots ref. Called with the
+// session's op lock held.
 func (m *Manager) snapshot(ctx context.Context, s *Session, reason string) error {
-	ws, err := m.openWorkspace(s)
-	if err != nil {
-		return err
-	}
-	defer ws.Close()
 	a, err := m.openAudit(s.ID)
 	if err != nil {
 		return err
 	}
-	if _, err := a.Snapshot(ctx, ws.ProcPath(), reason); err != nil {
+	err = m.withTree(ctx, s, func(src workspace.TreeSource) error {
+		_, err := a.Snapshot(ctx, src, reason)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("snapshot session %s: %w", s.ID, err)
 	}
 	return nil
@@ -256,7 +280,7 @@ func (m *Manager) idleShell(ctx context.Context, s *Session, action string) erro
 		// Save before stopping: the row must hold the final cwd and exports.
 		ctx, cancel := context.WithTimeout(ctx, stateWait)
 		defer cancel()
-		if err := m.SaveState(ctx, s, l.sh); err != nil {
+		if err := m.saveState(ctx, s, l.sh); err != nil {
 			return fmt.Errorf("cannot %s session %s now: %w; retry in a moment", action, s.ID, err)
 		}
 	}
@@ -287,8 +311,10 @@ func (m *Manager) Pause(ctx context.Context, user, id string) (*Session, error) 
 	if err := m.transition(ctx, s, "pause", StatePaused, StateActive); err != nil {
 		return nil, err
 	}
+	// The runner of the jail still up walks the workspace; then it stops.
+	err = m.snapshot(ctx, s, "pause")
 	m.dropShell(s.ID, false)
-	return s, m.snapshot(ctx, s, "pause")
+	return s, err
 }
 
 // Resume makes a paused session active again; its shell restarts lazily
@@ -324,8 +350,8 @@ func (m *Manager) Archive(ctx context.Context, user, id string) (*Session, error
 	}
 	err = m.transition(ctx, s, "archive", StateArchived, StateActive, StatePaused)
 	if err == nil {
-		m.dropShell(s.ID, true)
 		err = m.snapshot(ctx, s, "archive")
+		m.dropShell(s.ID, true)
 	}
 	unlock()
 	if err != nil {
@@ -393,12 +419,9 @@ func (m *Manager) Diff(ctx context.Context, user, id string, maxPatch int) (*Ses
 		return nil, workspace.Diff{}, &StateError{ID: s.ID, State: st, Action: "diff"}
 	}
 	defer m.opLock(s.ID)()
-	// The audit walks the directory that was checked, not the path again.
-	ws, err := m.openWorkspace(s)
-	if err != nil {
+	if err := m.guard(s); err != nil {
 		return nil, workspace.Diff{}, err
 	}
-	defer ws.Close()
 	if _, err := os.Stat(filepath.Join(m.auditDir(s.ID), "HEAD")); err != nil {
 		return nil, workspace.Diff{}, fmt.Errorf("session %s has no base snapshot to compare with (it predates diffs, "+
 			"or it was just created and its base is still being recorded): %w", s.ID, workspace.ErrNoBase)
@@ -407,7 +430,11 @@ func (m *Manager) Diff(ctx context.Context, user, id string, maxPatch int) (*Ses
 	if err != nil {
 		return nil, workspace.Diff{}, err
 	}
-	d, err := a.Diff(ctx, ws.ProcPath(), maxPatch)
+	var d workspace.Diff
+	err = m.withTree(ctx, s, func(src workspace.TreeSource) error {
+		d, err = a.Diff(ctx, src, maxPatch)
+		return err
+	})
 	if errors.Is(err, workspace.ErrNoBase) {
 		err = fmt.Errorf("session %s has no base snapshot to compare with yet: %w", s.ID, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions/workspace/gittest"
 
 	"github.com/warrenhq/warren/sessions/workspace"
@@ -25,7 +24,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 func TestCreateClonesByPathAndFileURLAtARef(t *testing.T) {
 	ctx := context.Background()
 	repo, first, second := gitRepo(t)
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, AllowLocalSources: true})
 
 	var progress strings.Builder
@@ -74,7 +73,7 @@ func TestCreateClonesByPathAndFileURLAtARef(t *testing.T) {
 
 func TestLocalSourcesNeedPermission(t *testing.T) {
 	repo, _, _ := gitRepo(t)
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data})
 	for _, src := range []string{repo, "file://" + repo} {
 		_, err := m.Create(context.Background(), "alice", CreateOptions{Source: src})
@@ -87,7 +86,7 @@ func TestLocalSourcesNeedPermission(t *testing.T) {
 func TestDiffShowsModifiedAddedDeletedAndUntrackedFiles(t *testing.T) {
 	ctx := context.Background()
 	repo, _, _ := gitRepo(t)
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, AllowLocalSources: true})
 	s, err := m.Create(ctx, "alice", CreateOptions{Source: repo})
 	if err != nil {
@@ -131,7 +130,7 @@ func TestDiffShowsModifiedAddedDeletedAndUntrackedFiles(t *testing.T) {
 
 func TestLifecycleTransitions(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	var mu sync.Mutex
 	var ended []string
 	m := newManager(t, openDB(t, data), Config{DataDir: data, OnEnd: func(_ context.Context, id string) {
@@ -161,7 +160,7 @@ func TestLifecycleTransitions(t *testing.T) {
 	}
 	refused := func(wantRun, wantWrite string) {
 		t.Helper()
-		if _, _, err := m.OpenCommand(ctx, "alice", s.ID, "ls"); err == nil || !strings.Contains(err.Error(), wantRun) {
+		if _, _, err := m.openCommand(ctx, "alice", s.ID, "ls"); err == nil || !strings.Contains(err.Error(), wantRun) {
 			t.Fatalf("command: %v, want %q", err, wantRun)
 		}
 		if _, _, err := m.OpenFiles(ctx, "alice", s.ID, true); err == nil || !strings.Contains(err.Error(), wantWrite) {
@@ -177,7 +176,7 @@ func TestLifecycleTransitions(t *testing.T) {
 		t.Fatalf("reading a paused session: %v", err)
 	}
 	step("resume", StateActive, "")
-	if _, _, err := m.OpenCommand(ctx, "alice", s.ID, "ls"); err != nil {
+	if _, _, err := m.openCommand(ctx, "alice", s.ID, "ls"); err != nil {
 		t.Fatalf("resumed: %v", err)
 	}
 	step("archive", StateArchived, "")
@@ -221,7 +220,7 @@ func TestLifecycleTransitions(t *testing.T) {
 
 func TestDeleteNeverRemovesABoundDirectory(t *testing.T) {
 	ctx := context.Background()
-	data, mine := t.TempDir(), t.TempDir()
+	data, mine := jailData(t), jailData(t)
 	write(t, mine, "precious.txt", "keep me\n")
 	m := newManager(t, openDB(t, data), Config{DataDir: data, AllowLocalSources: true})
 	s, err := m.Create(ctx, "alice", CreateOptions{Source: mine})
@@ -238,7 +237,7 @@ func TestDeleteNeverRemovesABoundDirectory(t *testing.T) {
 
 func TestOwnershipAndSessionCap(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, MaxSessionsPerUser: 2})
 	a1, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {
@@ -276,7 +275,7 @@ func TestOwnershipAndSessionCap(t *testing.T) {
 
 func TestQuotaRefusesFileWritesThatWouldCrossIt(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: 64 << 10, QuotaInterval: time.Hour})
 	s, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {
@@ -301,7 +300,7 @@ func TestQuotaRefusesFileWritesThatWouldCrossIt(t *testing.T) {
 
 func TestQuotaOverItRefusesWritesNotReads(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := jailData(t)
 	m := newManager(t, openDB(t, data), Config{DataDir: data, QuotaBytes: 64 << 10, QuotaInterval: 1})
 	s, err := m.Create(ctx, "alice", CreateOptions{})
 	if err != nil {
@@ -348,11 +347,7 @@ func TestDeleteByAnotherProcessStopsTheShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, run, err := server.OpenCommand(ctx, "alice", s.ID, "true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := run.Exec(ctx, "true", sandbox.ExecOptions{Timeout: 30 * time.Second}); err != nil {
+	if _, err := server.Exec(ctx, "alice", s.ID, "true", ExecOptions{Timeout: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if !server.Running(s.ID) {
@@ -363,7 +358,7 @@ func TestDeleteByAnotherProcessStopsTheShell(t *testing.T) {
 		t.Fatal(err)
 	}
 	server.now = func() time.Time { return time.Now().Add(time.Hour) } // past the cache's recheck
-	_, _, err = server.OpenCommand(ctx, "alice", s.ID, "true")
+	_, _, err = server.openCommand(ctx, "alice", s.ID, "true")
 	if err == nil || !strings.Contains(err.Error(), "it was deleted") {
 		t.Fatalf("a command in a session another process deleted: %v, want \"it was deleted\"", err)
 	}

@@ -102,6 +102,8 @@ type Manager struct {
 	fsHandles     fsHandles // the file systems quotas count (measure.go)
 
 	saver      *saver // writes shell states, retrying
+	jobs       *jobs  // every session's command line (jobs.go)
+	usageCheck UsageCheck
 	stopReaper context.CancelFunc
 }
 
@@ -145,9 +147,12 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	if cfg.QuotaPoll <= 0 {
 		cfg.QuotaPoll = defaultQuotaPoll
 	}
-	return &Manager{store: store, cfg: cfg, dataReal: dataReal, now: time.Now, live: map[string]*live{},
+	m := &Manager{store: store, cfg: cfg, dataReal: dataReal, now: time.Now, live: map[string]*live{},
 		known: map[string]*Session{}, defaults: map[string]string{}, creating: map[string]int{},
-		quota: quotas{m: map[string]*usage{}}, saver: newSaver(store)}, nil
+		quota: quotas{m: map[string]*usage{}}, saver: newSaver(store)}
+	// A command's end queues its state even when nobody collects its result.
+	m.jobs = newJobs(func(j *Job) { m.queueState(j.session, j.runner) })
+	return m, nil
 }
 
 // Store returns the manager's store.
@@ -242,7 +247,7 @@ func (m *Manager) Shell(s *Session) (Runner, error) {
 		l.lastUsed = m.now()
 		return l.sh, nil
 	}
-	state := s.shellState()
+	state := sandbox.State(s.shellState())
 	p := m.cfg.Profile(s.Workspace)
 	p.ReadOnlyWorkspace = s.State() == StateArchived
 	p.User, p.UserLimits = s.Owner, m.cfg.UserLimits
@@ -288,11 +293,13 @@ func (m *Manager) liveShell(id string) Runner {
 	return nil
 }
 
-// Open returns user's session and its shell for running a command: the
-// session must be active, and room is made under the running-shells cap.
+// open returns user's session and its runner for a command: the session
+// must be active, and room is made under the running-shells cap. Exec is
+// its only caller: a command runs through the manager, never on a runner
+// handed out.
 // Over its disk quota the command still runs, but cannot grow the usage
 // (see quota.go): that is what lets rm free space.
-func (m *Manager) Open(ctx context.Context, user, id string) (*Session, Runner, error) {
+func (m *Manager) open(ctx context.Context, user, id string) (*Session, Runner, error) {
 	ctx, span := tracer.Start(ctx, "sessions.open")
 	defer span.End()
 	s, err := m.Get(ctx, user, id)
@@ -323,18 +330,19 @@ func (m *Manager) Open(ctx context.Context, user, id string) (*Session, Runner, 
 	return s, sh, nil
 }
 
-// OpenCommand is Open. The command is not looked at: no word in it could
+// openCommand is open. The command is not looked at: no word in it could
 // be trusted (an exported PATH makes "rm" anything), so every command gets
 // the same rules.
-func (m *Manager) OpenCommand(ctx context.Context, user, id, command string) (*Session, Runner, error) {
-	return m.Open(ctx, user, id)
+func (m *Manager) openCommand(ctx context.Context, user, id, command string) (*Session, Runner, error) {
+	return m.open(ctx, user, id)
 }
 
-// OpenFiles returns user's session and its workspace opened for the file
-// tools, through the session's runner (no process starts); the caller
-// closes the files. Reads work in every state but deleted; writes need an
-// active session within its quota, and each write is checked against the
-// quota before it is made.
+// OpenFiles returns user's session and its files for the file tools,
+// done by the session's runner inside its jail, which starts when it is
+// not running (a paused session's too; an archived session's binds the
+// workspace read-only). Reads work in every state but deleted; writes need
+// an active session within its quota, and each write is checked against
+// the quota before it is made.
 func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*Session, Files, error) {
 	ctx, span := tracer.Start(ctx, "sessions.open")
 	defer span.End()
@@ -353,31 +361,34 @@ func (m *Manager) OpenFiles(ctx context.Context, user, id string, write bool) (*
 			return nil, nil, err
 		}
 	}
-	// The files are opened beneath the directory that was checked, never
-	// by the path again: a link swapped in between leads nowhere.
-	ws, err := m.openWorkspace(s)
-	if err != nil {
+	// The jail binds the directory checked here, by descriptor; a path
+	// that no longer passes is refused, as for a command.
+	if err := m.guard(s); err != nil {
 		return nil, nil, err
 	}
-	defer ws.Close()
 	sh, err := m.Shell(s)
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := sh.Files(ws)
+	if !sh.Running() {
+		if err := m.makeRoom(s.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	f, err := sh.Files(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	return s, &sessionFiles{Files: f, m: m, s: s, write: write}, nil
 }
 
-// SaveState records the shell's cwd and exports so that they survive a
+// saveState records the shell's cwd and exports so that they survive a
 // restart of the server, and waits until they are in the database or ctx
 // ends: then it returns a NotSavedError (errors.Is ErrStateNotSaved) and
 // the state is written later, retried until the database takes it.
 // Unchanged state is not written again: most commands change neither, and
 // a write per command would cost more than the command.
-func (m *Manager) SaveState(ctx context.Context, s *Session, sh Runner) error {
+func (m *Manager) saveState(ctx context.Context, s *Session, sh Runner) error {
 	m.queueState(s, sh)
 	if m.saver.written(s.ID) {
 		return nil // most commands change neither cwd nor exports: nothing to wait for, nor to trace
@@ -386,10 +397,6 @@ func (m *Manager) SaveState(ctx context.Context, s *Session, sh Runner) error {
 	defer span.End()
 	return m.saver.wait(ctx, s.ID)
 }
-
-// QueueState hands the shell's state to the saver when it changed, and
-// returns at once: for a command whose result nobody waits for.
-func (m *Manager) QueueState(s *Session, sh Runner) { m.queueState(s, sh) }
 
 // queueState hands the shell's state to the saver when it changed.
 func (m *Manager) queueState(s *Session, sh Runner) {
@@ -417,7 +424,7 @@ func (m *Manager) queueState(s *Session, sh Runner) {
 	}
 }
 
-func sameState(a, b sandbox.State) bool {
+func sameState(a, b ShellState) bool {
 	if a.Cwd != b.Cwd || len(a.Env) != len(b.Env) {
 		return false
 	}
@@ -492,6 +499,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	if m.stopReaper != nil {
 		m.stopReaper()
 	}
+	m.jobs.stopAll() // their final cwd and exports are queued below
 	m.mu.Lock()
 	lives := m.live
 	m.live = map[string]*live{}

@@ -4,22 +4,36 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
-	_ "github.com/ncruces/go-sqlite3/driver"
-
-	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 
+// TestMain builds the jail's runner, then runs the tests on SQLite and the
+// store's again on PostgreSQL (sqltest): the others exercise jails, which
+// do not depend on the database.
+func TestMain(m *testing.M) {
+	cleanup, err := runnertest.Install()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := sqltest.Run(m, "TestLifecycleTransitions|TestOwnershipAndSessionCap|TestDefaultSessions|TestBindDirGetsItsOwnDefaultSession|"+
+		"TestShellStateSurvivesARestartAndIdleStops|TestPauseStopsTheShell|TestDeleteByAnotherProcessStopsTheShell|"+
+		"TestCopyOfASessionTakesItsCurrentState|TestSessionErrorsCarryCodes|TestRunningShellCapStopsTheLeastRecentlyUsed|TestNetworkLog")
+	cleanup()
+	os.Exit(code)
+}
+
+// openDB opens the data directory's database: a real SQLite file, or on
+// the PostgreSQL pass a real PostgreSQL database.
 func openDB(t testing.TB, dir string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "warren.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return sqltest.Open(t, dir)
 }
 
 func newManager(t testing.TB, db *sql.DB, cfg Config) *Manager {
@@ -53,7 +67,7 @@ func TestDefaultSessionsAreOwnedAndSurviveARestart(t *testing.T) {
 	if _, err := m.Get(ctx, "bob", alice.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("bob got alice's session: %v", err)
 	}
-	state := sandbox.State{Cwd: "/workspace/src", Env: map[string]string{"A": "1"}}
+	state := ShellState{Cwd: "/workspace/src", Env: map[string]string{"A": "1"}}
 	if err := m.Store().SaveShell(ctx, alice.ID, state); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +86,7 @@ func TestDefaultSessionsAreOwnedAndSurviveARestart(t *testing.T) {
 
 func TestBindDirGetsItsOwnDefaultSession(t *testing.T) {
 	ctx := context.Background()
-	data, ws := t.TempDir(), t.TempDir()
+	data, ws := jailData(t), jailData(t)
 	db := openDB(t, data)
 	plain := newManager(t, db, Config{DataDir: data})
 	bound := newManager(t, db, Config{DataDir: data, BindDir: ws})

@@ -1,8 +1,6 @@
 package sessions
 
 import (
-	"errors"
-	"io/fs"
 	"slices"
 	"sync"
 	"time"
@@ -121,29 +119,27 @@ func (h *fsHandles) close() {
 	}
 }
 
-// walkLocked measures s's workspace (unless bound) and home by walking
-// them. With an error the figure is a lower bound.
-func (m *Manager) walkLocked(s *Session, u *usage) {
+// walkLocked measures s's workspace (unless bound) and home: the runner
+// inside the jail walks them (runnerUsage), starting the jail if start
+// allows. With an error the figure is a lower bound. Without a runner to
+// ask (a command killed it, or start is false and no jail runs), the
+// figure stays what it was: the estimate (the walked figure plus the file
+// system's growth, which statfs measures on this side and nothing in the
+// jail can hide) goes on deciding.
+func (m *Manager) walkLocked(s *Session, u *usage, start bool) {
 	// Before: what is written during the walk counts again, never less.
 	// The file systems are found again at every walk (a mount may change).
 	fsBefore, refs := m.fsUsed(m.quotaDirs(s))
-	start := time.Now()
-	var n int64
-	var errs []error
-	if s.Mode != ModeBind { // a bound directory is the user's, not the session's
-		w, err := DiskUsage(s.Workspace)
-		n += w
-		errs = append(errs, err)
-	}
-	if m.cfg.DataDir != "" {
-		h, err := DiskUsage(m.homeDir(s.ID))
-		n += h
-		if !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+	begin := time.Now()
+	n, measured, err := m.runnerUsage(s, start)
+	if !measured {
+		if u.at.IsZero() {
+			u.err = err
 		}
+		return
 	}
-	u.walked, u.fsAt, u.fs, u.err, u.written = n, fsBefore, refs, errors.Join(errs...), 0
-	u.bytes, u.at, u.walk = n, m.now(), time.Since(start)
+	u.walked, u.fsAt, u.fs, u.err, u.written = n, fsBefore, refs, err, 0
+	u.bytes, u.at, u.walk = n, m.now(), time.Since(begin)
 }
 
 // estimateLocked sets u.bytes to the walked usage plus the file system's
@@ -153,9 +149,9 @@ func (m *Manager) walkLocked(s *Session, u *usage) {
 // second write could pass a quota the first one already filled. Counting
 // a write twice only overestimates, and a walk settles any estimate near
 // the limit.
-func (m *Manager) estimateLocked(s *Session, u *usage) {
+func (m *Manager) estimateLocked(s *Session, u *usage, start bool) {
 	if u.at.IsZero() {
-		m.walkLocked(s, u)
+		m.walkLocked(s, u, start)
 		return
 	}
 	used, _ := m.fsUsed(u.fs)
@@ -164,11 +160,12 @@ func (m *Manager) estimateLocked(s *Session, u *usage) {
 
 // measureLocked estimates s's usage and walks when the estimate is past
 // limit, or when force is set, or when the last walk is older than
-// Config.QuotaInterval. It reports whether it walked.
-func (m *Manager) measureLocked(s *Session, u *usage, limit int64, force bool) bool {
-	m.estimateLocked(s, u)
+// Config.QuotaInterval. It reports whether it walked. start says whether
+// it may start the jail to walk (not inside a command's turn).
+func (m *Manager) measureLocked(s *Session, u *usage, limit int64, force, start bool) bool {
+	m.estimateLocked(s, u, start)
 	if force || u.bytes > limit || m.now().Sub(u.at) >= m.cfg.QuotaInterval {
-		m.walkLocked(s, u)
+		m.walkLocked(s, u, start)
 		return true
 	}
 	return false

@@ -170,7 +170,7 @@ func (st *Store) networkLog(ctx context.Context, id string, limit int) ([]netpro
 		limit = netLogKeep
 	}
 	rows, err := st.db.QueryContext(ctx, `SELECT ts, method, target, host, port, allowed, reason, status, addr,
-		bytes_up, bytes_down FROM (SELECT * FROM network_log WHERE session_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, id, limit)
+		bytes_up, bytes_down FROM (SELECT * FROM network_log WHERE session_id = ? ORDER BY id DESC LIMIT ?) AS recent ORDER BY id`, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read network log: %w", err)
 	}

@@ -92,7 +92,7 @@ func (m *Manager) Usage(s *Session) (int64, error) {
 	u := m.quota.get(s.ID)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	m.walkLocked(s, u)
+	m.walkLocked(s, u, true)
 	return u.bytes, u.err
 }
 
@@ -115,7 +115,7 @@ func (m *Manager) CheckWrite(s *Session, grow int64, what string) error {
 	if grow < 0 {
 		grow = 0
 	}
-	m.measureLocked(s, u, q-grow, false)
+	m.measureLocked(s, u, q-grow, false, true)
 	n, err := u.bytes, u.err
 	if err != nil {
 		return limitf("cannot %s in session %s: its disk use cannot be measured (%v); delete what the error names, "+
@@ -148,7 +148,7 @@ func (m *Manager) startCommand(s *Session, sh Runner) error {
 	if u.limit == 0 {
 		u.limit = q
 	}
-	m.measureLocked(s, u, q, false)
+	m.measureLocked(s, u, q, false, u.at.IsZero()) // no jail start just to measure: the estimate stands
 	n, err := u.bytes, u.err
 	if crossed(u) && !u.stopped && sh.Background() {
 		// Background jobs took it past the limit since the watcher last
@@ -192,7 +192,7 @@ func (m *Manager) afterCommand(s *Session, sh Runner) string {
 		u.limit = q
 	}
 	// Restricted, a walk tells whether rm got it back under the quota.
-	m.measureLocked(s, u, u.limit, u.restricted || m.walkAfter(u))
+	m.measureLocked(s, u, u.limit, u.restricted || m.walkAfter(u), false)
 	n := u.bytes
 	if u.stopped { // the watcher's note already says it
 		u.stopped = false
@@ -346,7 +346,7 @@ func (m *Manager) DiskUse(s *Session) (int64, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.at.IsZero() || m.now().Sub(u.at) >= m.cfg.QuotaInterval {
-		m.walkLocked(s, u)
+		m.walkLocked(s, u, false) // a listing starts no jail
 	}
 	return u.walked, u.err
 }

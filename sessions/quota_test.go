@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sandbox/runner"
 )
 
 // quotaSession returns a manager with a 5 MiB quota and a fresh session in
@@ -34,11 +34,11 @@ const quota5M = 5 << 20
 // workspace and home.
 func used(t *testing.T, m *Manager, s *Session) int64 {
 	t.Helper()
-	w, err := DiskUsage(s.Workspace)
+	w, err := runner.DiskUsage(s.Workspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := DiskUsage(m.homeDir(s.ID))
+	h, err := runner.DiskUsage(m.homeDir(s.ID))
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
@@ -46,22 +46,17 @@ func used(t *testing.T, m *Manager, s *Session) int64 {
 }
 
 // tryRun is run without failing the test when the command is refused.
-func tryRun(m *Manager, id, command string) (sandbox.Result, error) {
-	ctx := context.Background()
-	s, sh, err := m.OpenCommand(ctx, "alice", id, command)
-	if err != nil {
-		return sandbox.Result{}, err
+func tryRun(m *Manager, id, command string) (CommandResult, error) {
+	o, err := m.Exec(context.Background(), "alice", id, command, ExecOptions{Timeout: 30 * time.Second})
+	if err == nil {
+		err = o.StateErr
 	}
-	res, err := sh.Exec(ctx, command, sandbox.ExecOptions{Timeout: 30 * time.Second})
-	if err != nil {
-		return res, err
-	}
-	return res, m.SaveState(ctx, s, sh)
+	return o.Result, err
 }
 
 // saysOverQuota checks that a result tells the user, in words, that the
 // quota was crossed, how much is used and what to do.
-func saysOverQuota(t *testing.T, res sandbox.Result) {
+func saysOverQuota(t *testing.T, res CommandResult) {
 	t.Helper()
 	e := string(res.Stderr)
 	if !strings.Contains(e, "over its quota of 5.0 MiB") || !strings.Contains(e, "rm") || !strings.Contains(e, "MiB") {
@@ -113,7 +108,7 @@ func TestQuotaCountsTheHomeDirectory(t *testing.T) {
 		t.Fatalf("a command wrote %s in $HOME against a quota of 5 MiB", FormatBytes(u))
 	}
 	saysOverQuota(t, res)
-	h, _ := DiskUsage(m.homeDir(s.ID))
+	h, _ := runner.DiskUsage(m.homeDir(s.ID))
 	if h < 4<<20 {
 		t.Fatalf("the home holds %s: the test did not write there", FormatBytes(h))
 	}
@@ -222,7 +217,7 @@ func TestQuotaEstimatesHoldOneDescriptorPerFileSystem(t *testing.T) {
 	u := m.quota.get(s.ID)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	m.walkLocked(s, u)
+	m.walkLocked(s, u, true)
 	if len(u.fs) != 1 || u.fs[0].fd < 0 {
 		t.Fatalf("workspace and home share a file system, and it should be held once: %+v", u.fs)
 	}
@@ -236,7 +231,7 @@ func TestQuotaEstimatesHoldOneDescriptorPerFileSystem(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(s.Workspace, fmt.Sprint("grown", try)), make([]byte, 8<<20), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m.estimateLocked(s, u)
+		m.estimateLocked(s, u, true)
 		if u.bytes >= before+4<<20 {
 			return
 		}
@@ -272,8 +267,8 @@ func BenchmarkQuotaEstimate(b *testing.B) {
 	u := m.quota.get(s.ID)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	m.walkLocked(s, u)
+	m.walkLocked(s, u, true)
 	for b.Loop() {
-		m.estimateLocked(s, u)
+		m.estimateLocked(s, u, true)
 	}
 }

@@ -7,13 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/warrenhq/warren/sandbox"
 )
 
 // jailData returns a data directory a jail running as another uid (tests
 // run as root in CI) can reach: t.TempDir's parent is 0700.
-func jailData(t *testing.T) string {
+func jailData(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Fatal("bwrap is not installed: run 'just deps' (CI installs it; these tests need real jails)")
@@ -25,23 +23,18 @@ func jailData(t *testing.T) string {
 	return d
 }
 
-// run executes command in user's session the way shell_exec does: open,
-// exec, save the state.
-func run(t *testing.T, m *Manager, user, id, command string) sandbox.Result {
+// run executes command in user's session the way shell_exec does
+// (Manager.Exec: open, queue, run, save the state) and waits for its end.
+func run(t testing.TB, m *Manager, user, id, command string) CommandResult {
 	t.Helper()
-	ctx := context.Background()
-	s, sh, err := m.OpenCommand(ctx, user, id, command)
+	o, err := m.Exec(context.Background(), user, id, command, ExecOptions{Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("%s: %v", command, err)
 	}
-	res, err := sh.Exec(ctx, command, sandbox.ExecOptions{Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatalf("%s: %v", command, err)
+	if o.StateErr != nil {
+		t.Fatal(o.StateErr)
 	}
-	if err := m.SaveState(ctx, s, sh); err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return o.Result
 }
 
 func TestShellStateSurvivesARestartAndIdleStops(t *testing.T) {
@@ -130,7 +123,7 @@ func TestPauseStopsTheShellAndArchiveRefusesToStartIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sh.Exec(ctx, "echo no > /workspace/a.txt", sandbox.ExecOptions{Timeout: 10 * time.Second})
+	res, err := sh.Exec(ctx, "echo no > /workspace/a.txt", RunOptions{Timeout: 10 * time.Second})
 	if err != nil || res.ExitCode == 0 {
 		t.Fatalf("write in an archived jail: %+v %v", res, err)
 	}

@@ -2,9 +2,9 @@ package sessions
 
 import (
 	"context"
+	"errors"
 
 	"github.com/warrenhq/warren/sandbox"
-	"github.com/warrenhq/warren/sessions/workspace"
 )
 
 // Runner is what a session needs from whatever runs its commands: the seam
@@ -17,18 +17,27 @@ import (
 // A Runner must be comparable with == (a pointer, or a struct of them):
 // the manager tells a session's live runner from an older one that way.
 //
-// The shell and file access are behind it. What else a session does to its
-// workspace joins it as it moves off the host: walking and snapshotting the
-// tree (sessions/workspace), and suspend and resume of the whole workspace. Methods take a context where they may cross a
+// A Runner runs one command at a time; the manager owns a command's life
+// around it (exec.go: one queue per session, jobs and yield, the state save
+// and the usage checks), so that every runner is used the same way by the
+// MCP tools, the CLI, the agent and the console.
+//
+// The shell and file access are behind it; walking the tree (snapshots,
+// diffs, copies) and measuring disk use go through the runner process in
+// its jail (jailRunner, tree.go). Suspend and resume of the whole
+// workspace join it as they move off the host. Methods take a context where they may cross a
 // network; the ones below that do not yet are the local shell's, kept as
 // they are.
 type Runner interface {
 	// Exec runs command in the persistent shell and waits for it, up to
-	// opts.Timeout; cancelling ctx interrupts the command, not the shell.
-	// It queues behind a running command (fails with sandbox.ErrBusy under
-	// opts.NoWait) and starts the shell with its saved state if it is not
-	// running.
-	Exec(ctx context.Context, command string, opts sandbox.ExecOptions) (sandbox.Result, error)
+	// opts.Timeout (or until opts.DetachAt: then ErrDetached, and
+	// opts.Detached gets the result); cancelling ctx interrupts the
+	// command, not the shell. The manager calls it one command at a time
+	// per session (its queue, jobs.go); a runner still refuses a second.
+	// It queues behind a running command (fails with ErrRunnerBusy under
+	// opts.NoWait), starts the shell with its saved state if it is not
+	// running, and fails with ErrRunnerClosed after Close.
+	Exec(ctx context.Context, command string, opts RunOptions) (CommandResult, error)
 	// Busy reports whether a command is running.
 	Busy() bool
 	// Background reports whether processes a finished command left behind
@@ -39,7 +48,7 @@ type Runner interface {
 	StopAll(note string) bool
 	// State is the shell's cwd and exported variables, saved by the
 	// manager so that a restarted shell resumes where it was.
-	State() sandbox.State
+	State() ShellState
 	// StateVersion counts the changes of State: an unchanged number means
 	// an unchanged state.
 	StateVersion() uint64
@@ -48,28 +57,27 @@ type Runner interface {
 	// Stop ends the shell's process, keeping its state: the next Exec
 	// starts it again (how an idle or paused session is suspended).
 	Stop()
-	// Close ends the shell for good; Exec then fails with sandbox.ErrClosed.
+	// Close ends the shell for good; Exec then fails with ErrRunnerClosed.
 	Close() error
 	// LimitFileSize caps the size of any file a command writes.
 	LimitFileSize(n int64)
 	// Owner is the uid and gid that the workspace's files are made by.
 	Owner() (uid, gid int)
-	// Files opens the workspace for the file tools; the caller closes
-	// it. Nothing starts: files are read and written as the jail's uid
-	// would, whether its shell runs or not. ws is the workspace directory
-	// as the manager opened and checked it on this host: a runner here
-	// opens the files beneath it, never by the workspace's path.
-	Files(ws *workspace.LocalDir) (Files, error)
+	// Files reaches the workspace for the file tools: its runner does
+	// the file work inside the jail, which starts (with its saved state)
+	// when it is not running; a running command does not hold it up.
+	Files(ctx context.Context) (Files, error)
 }
 
 // NewRunner makes the runner of a session from its jail profile and
 // options (saved state, what to do after each command, the checked
 // workspace directory, which it takes over: opts.Workspace); nothing
-// starts until the first Exec.
+// starts until the first Exec. The profile is the jail's description
+// (mounts, limits, network), which a runner elsewhere maps to its own.
 type NewRunner func(p sandbox.Profile, opts sandbox.Options) (Runner, error)
 
 // LocalRunner runs a session's commands in a bwrap jail on this host, and
-// reaches its files through an os.Root of the workspace on this host.
+// reaches its files through the runner inside that jail.
 func LocalRunner(p sandbox.Profile, opts sandbox.Options) (Runner, error) {
 	sh, err := sandbox.NewShell(p, opts)
 	if err != nil {
@@ -83,10 +91,41 @@ type localRunner struct {
 	*sandbox.Shell
 }
 
-// Files opens the checked workspace directory as the jail sees it.
-func (r localRunner) Files(ws *workspace.LocalDir) (Files, error) {
-	uid, gid := r.Owner()
-	return workspace.OpenFiles(ws.ProcPath(), workspace.Jail{Mount: sandbox.MountPoint, UID: uid, GID: gid})
+// Exec runs command in the jail's shell, translating warren's options and
+// results to and from the shell's.
+func (r localRunner) Exec(ctx context.Context, command string, o RunOptions) (CommandResult, error) {
+	opts := sandbox.ExecOptions{Timeout: o.Timeout, NoWait: o.NoWait, DetachAt: o.DetachAt, MaxOutput: MaxOutput}
+	if f := o.OnOutput; f != nil {
+		opts.OnOutput = func(s sandbox.Stream, chunk []byte) { f(Stream(s), chunk) }
+	}
+	if f := o.Detached; f != nil {
+		opts.Detached = func(res sandbox.Result, err error) { f(CommandResult(res), runnerError(err)) }
+	}
+	res, err := r.Shell.Exec(ctx, command, opts)
+	return CommandResult(res), runnerError(err)
+}
+
+// State is the shell's cwd and exports.
+func (r localRunner) State() ShellState { return ShellState(r.Shell.State()) }
+
+// runnerError translates the shell's errors into the Runner's.
+func runnerError(err error) error {
+	for _, e := range [...][2]error{{sandbox.ErrBusy, ErrRunnerBusy}, {sandbox.ErrClosed, ErrRunnerClosed},
+		{sandbox.ErrDetached, ErrDetached}, {sandbox.ErrEmptyCommand, ErrEmptyCommand}, {sandbox.ErrNULInCommand, ErrNULInCommand}} {
+		if errors.Is(err, e[0]) {
+			return e[1]
+		}
+	}
+	return err
+}
+
+// Files reaches the workspace through the jail's runner.
+func (r localRunner) Files(ctx context.Context) (Files, error) {
+	c, err := r.Shell.Runner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return RunnerFiles(c), nil
 }
 
 var _ Runner = localRunner{}

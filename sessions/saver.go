@@ -10,7 +10,6 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
-	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions/errs"
 )
 
@@ -71,7 +70,7 @@ func (e *NotSavedError) ErrorCode() errs.Code { return errs.Unavailable }
 func (e *NotSavedError) Unwrap() error { return e.Cause }
 
 type queuedState struct {
-	st  sandbox.State
+	st  ShellState
 	seq uint64
 }
 
@@ -106,7 +105,7 @@ func newSaver(store *Store) *saver {
 }
 
 // queue hands st to the writer and returns its sequence number.
-func (sv *saver) queue(id string, st sandbox.State) uint64 {
+func (sv *saver) queue(id string, st ShellState) uint64 {
 	sv.mu.Lock()
 	sv.seq++
 	seq := sv.seq

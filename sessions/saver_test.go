@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/warrenhq/warren/sandbox"
 )
 
 // A state whose write meets a locked database is kept, reported as not
@@ -22,8 +20,8 @@ func TestSaverRetriesUntilTheDatabaseTakesTheNewestState(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := lockDB(t, data)
-	m.saver.queue(s.ID, sandbox.State{Cwd: "/workspace/old", Env: map[string]string{"A": "1"}})
-	m.saver.queue(s.ID, sandbox.State{Cwd: "/workspace/new", Env: map[string]string{"A": "2"}})
+	m.saver.queue(s.ID, ShellState{Cwd: "/workspace/old", Env: map[string]string{"A": "1"}})
+	m.saver.queue(s.ID, ShellState{Cwd: "/workspace/new", Env: map[string]string{"A": "2"}})
 	// Longer than one attempt: the first write fails and is retried.
 	wctx, cancel := context.WithTimeout(ctx, saveAttempt+time.Second)
 	err = m.saver.wait(wctx, s.ID)
@@ -54,7 +52,7 @@ func TestCloseFlushesQueuedStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := lockDB(t, data)
-	m.saver.queue(s.ID, sandbox.State{Cwd: "/workspace/x"})
+	m.saver.queue(s.ID, ShellState{Cwd: "/workspace/x"})
 	go func() { time.Sleep(3 * time.Second); release() }()
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)

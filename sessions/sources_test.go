@@ -135,7 +135,7 @@ func TestStoredWorkspacesAreCheckedOnEveryUse(t *testing.T) {
 				t.Errorf("%s session on %s: file tools (write %v) allowed", s.Mode, s.Workspace, write)
 			}
 		}
-		if _, _, err := m.Open(ctx, "alice", s.ID); err == nil {
+		if _, _, err := m.open(ctx, "alice", s.ID); err == nil {
 			t.Errorf("%s session on %s: commands allowed", s.Mode, s.Workspace)
 		}
 		if _, err := m.Pause(ctx, "alice", s.ID); err == nil {

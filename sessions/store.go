@@ -79,7 +79,7 @@ type Session struct {
 	// concurrent calls.
 	mu    sync.Mutex
 	state State
-	Shell sandbox.State // the saved shell state
+	Shell ShellState // the saved shell state
 	// shellFrom is the live shell and StateVersion that Shell was last
 	// taken from (queueState): the same pair means nothing to copy or
 	// compare.
@@ -246,11 +246,11 @@ func (st *Store) Count(ctx context.Context, owner string) (int, error) {
 // SaveShell records the shell state of session id. The write is committed
 // before it returns. The Manager writes through its saver, which retries;
 // this is for callers without one (tests, tools that own the database).
-func (st *Store) SaveShell(ctx context.Context, id string, state sandbox.State) error {
+func (st *Store) SaveShell(ctx context.Context, id string, state ShellState) error {
 	return saveShell(ctx, st.db, st.Now(), id, state)
 }
 
-func saveShell(ctx context.Context, ex execer, at time.Time, id string, state sandbox.State) error {
+func saveShell(ctx context.Context, ex execer, at time.Time, id string, state ShellState) error {
 	b, err := json.Marshal(state)
 	if err != nil {
 		return fmt.Errorf("encode shell state: %w", err)
@@ -305,7 +305,7 @@ func (st *Store) state(ctx context.Context, id string) (State, error) {
 }
 
 // shellState returns the saved shell state.
-func (s *Session) shellState() sandbox.State {
+func (s *Session) shellState() ShellState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.Shell

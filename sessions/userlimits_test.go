@@ -28,7 +28,7 @@ func TestShellsPerUserCap(t *testing.T) {
 	}
 	run(t, m, "ursula", ids[0], "true")
 	run(t, m, "ursula", ids[1], "true")
-	_, _, err := m.OpenCommand(ctx, "ursula", ids[2], "true")
+	_, _, err := m.openCommand(ctx, "ursula", ids[2], "true")
 	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "you already run 2 shells, the limit per user is 2") ||
 		!strings.Contains(err.Error(), "pause") {
 		t.Fatalf("third shell of a user capped at 2: %v", err)

@@ -75,10 +75,10 @@ func (m *Manager) stopWatching(u *usage, idleSince ...time.Time) bool {
 func (m *Manager) enforce(s *Session, sh Runner, u *usage) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	m.estimateLocked(s, u)
+	m.estimateLocked(s, u, false)
 	since := m.now().Sub(u.at)
 	if u.bytes > u.limit && since >= walkShare*u.walk || since >= max(periodicWalk, walkRare*u.walk) {
-		m.walkLocked(s, u)
+		m.walkLocked(s, u, false)
 		if crossed(u) && !u.stopped {
 			m.stopLocked(s, sh, u)
 		}

@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 
 // boardTarget is issue 10's bound on a claim or an update, p50, on a board
@@ -21,7 +24,7 @@ const boardTarget = 5 * time.Millisecond
 // change returns once TASKS.md holds it. It reports p50 and p95, the ratio
 // of each p50 to the 5 ms target, and the process's CPU time per change
 // (which a busy machine stretches less than wall time), and fails when a
-// p50 is over the target. Run it with 'just bench-tasks'.
+// p50 is over the target on SQLite. Run it with 'just bench-tasks'.
 func BenchmarkBoardOps(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
@@ -91,7 +94,10 @@ func BenchmarkBoardOps(b *testing.B) {
 	b.ReportMetric(ms64(up50)/ms64(boardTarget), "update-p50/target")
 	b.Logf("board of 1000 tasks, %d bytes: claim p50 %v p95 %v, update p50 %v p95 %v (target p50 < %v); CPU %v per change",
 		fi.Size(), cp50, cp95, up50, up95, boardTarget, cpu)
-	if cp50 > boardTarget || up50 > boardTarget {
+	b.Logf("database: %s", sqltest.Dialect())
+	// The target is the embedded default's; PostgreSQL's figures, a
+	// server round trip per statement, are reported (docs/postgres.md).
+	if sqltest.Dialect() == sqlschema.SQLite && (cp50 > boardTarget || up50 > boardTarget) {
 		b.Fatalf("over the %v target: claim p50 %v, update p50 %v", boardTarget, cp50, up50)
 	}
 }

@@ -55,8 +55,10 @@ type Options struct {
 
 // Board is the task board of one TASKS.md file. It is safe for concurrent
 // use, and several Boards (in one process or many) may share a database
-// and a file: SQLite's write lock orders their changes, and a lock file
-// next to the database lets one sync at a time write the file.
+// and a file: SQLite's write lock orders their changes (on PostgreSQL the
+// advisory write lock of sqlschema), and a lock file next to the database
+// (on PostgreSQL an advisory lock per board) lets one sync at a time write
+// the file.
 type Board struct {
 	db       *sql.DB
 	id       int64
@@ -71,6 +73,7 @@ type Board struct {
 	// other Boards and processes.
 	mu     sync.Mutex
 	lockFD int
+	pg     bool // PostgreSQL: an advisory lock instead of lockFD
 	// commitMu orders the commits of changes with their record for the
 	// next write (see commit).
 	commitMu sync.Mutex
@@ -114,7 +117,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Board, error) {
 		return nil, err
 	}
 	b := &Board{db: db, path: path, loc: loc, now: opts.Now, lease: opts.Lease, coalesce: opts.Coalesce,
-		write: location.write, lockFD: -1, settle: settleTime}
+		write: location.write, lockFD: -1, settle: settleTime, pg: sqlschema.DialectOf(db) == sqlschema.Postgres}
 	if b.now == nil {
 		b.now = time.Now
 	}

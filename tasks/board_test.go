@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/ncruces/go-sqlite3/driver"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 
 // clock is an injectable clock that tests move by hand.
@@ -34,15 +34,14 @@ func (c *clock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// openDB opens a real SQLite file the way cmd/warren does.
+// TestMain runs the tests on SQLite, then on PostgreSQL (sqltest).
+func TestMain(m *testing.M) { sqltest.Main(m, "") }
+
+// openDB opens the data directory's database the way cmd/warren does: a
+// real SQLite file, or on the PostgreSQL pass a real PostgreSQL database.
 func openDB(t testing.TB, dir string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "warren.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)&_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return sqltest.Open(t, dir)
 }
 
 // fixture is a board on a TASKS.md in a temporary directory.

@@ -31,7 +31,11 @@ type edit struct {
 // errInConflict says the task is in conflict: a sync tells the details.
 var errInConflict = errors.New("task in conflict")
 
-// change applies fn to task n.
+// pickNext, as the task number of a change, has changeOnce pick the task
+// (nextFree) inside the change's transaction.
+const pickNext = 0
+
+// change applies fn to task n (pickNext: the next free task).
 func (b *Board) change(ctx context.Context, n int, fn func(ctx context.Context, e *edit) error) (Task, error) {
 	ctx, span := tracer.Start(ctx, "tasks.change") // the database write and TASKS.md
 	defer span.End()
@@ -115,6 +119,12 @@ func (b *Board) changeOnce(ctx context.Context, n int, fn func(ctx context.Conte
 	_, conflicts, err := fileState(ctx, tx, b.id)
 	if err != nil {
 		return Task{}, 0, err
+	}
+	if n == pickNext {
+		if n, err = b.nextFree(ctx, tx, e.now, conflicts); err != nil {
+			return Task{}, 0, err
+		}
+		e.n = n
 	}
 	err = tx.QueryRowContext(ctx, `SELECT title, status, owner, link FROM tasks WHERE board_id = ? AND num = ?`, b.id, n).
 		Scan(&e.it.Title, &e.it.Status, &e.it.Owner, &e.it.Link)

@@ -62,9 +62,15 @@ func (b *Board) claim(ctx context.Context, id string, holder Holder, lease time.
 	if lease == 0 {
 		lease = b.lease
 	}
-	return b.change(ctx, n, func(ctx context.Context, e *edit) error {
+	return b.change(ctx, n, b.claimEdit(holder, lease, renew))
+}
+
+// claimEdit is the change that takes (or with renew, extends) holder's
+// claim on the edited task.
+func (b *Board) claimEdit(holder Holder, lease time.Duration, renew bool) func(ctx context.Context, e *edit) error {
+	return func(ctx context.Context, e *edit) error {
 		if e.it.Status == StatusDone {
-			return &Error{Code: CodeInvalid, TaskID: taskID(n), Message: taskID(n) + " is done: set its status to open before claiming it"}
+			return &Error{Code: CodeInvalid, TaskID: taskID(e.n), Message: taskID(e.n) + " is done: set its status to open before claiming it"}
 		}
 		if renew {
 			if err := e.mustHold(ctx, holder); err != nil {
@@ -72,20 +78,20 @@ func (b *Board) claim(ctx context.Context, id string, holder Holder, lease time.
 			}
 		}
 		var at int64
-		err := e.tx.QueryRowContext(ctx, claimSQL, b.id, n, holder.User, holder.Session,
+		err := e.tx.QueryRowContext(ctx, claimSQL, b.id, e.n, holder.User, holder.Session,
 			ms(e.now), ms(e.now.Add(lease))).Scan(&at)
 		if errors.Is(err, sql.ErrNoRows) {
-			c, err := liveClaim(ctx, e.tx, b.id, n, e.now)
+			c, err := liveClaim(ctx, e.tx, b.id, e.n, e.now)
 			if err != nil {
 				return err
 			}
 			if c == nil { // cannot happen inside the write lock; say so plainly
-				return fmt.Errorf("claim %s: lost a race with an expiring claim", taskID(n))
+				return fmt.Errorf("claim %s: lost a race with an expiring claim", taskID(e.n))
 			}
-			return &ClaimedError{TaskID: taskID(n), Holder: c.Holder, Until: c.ExpiresAt}
+			return &ClaimedError{TaskID: taskID(e.n), Holder: c.Holder, Until: c.ExpiresAt}
 		}
 		if err != nil {
-			return fmt.Errorf("claim %s: %w", taskID(n), err)
+			return fmt.Errorf("claim %s: %w", taskID(e.n), err)
 		}
 		if e.it.Owner != holder.User || e.it.Status == StatusOpen {
 			e.it.Owner = holder.User
@@ -95,7 +101,63 @@ func (b *Board) claim(ctx context.Context, id string, holder Holder, lease time.
 			e.changed = true
 		}
 		return nil
-	})
+	}
+}
+
+// ClaimNext claims the open task with the lowest number that nobody holds
+// a live claim on (see Claim), and fails with CodeNotFound when there is
+// none. Claimers racing for the next task each get a different one. On
+// PostgreSQL the task's row is picked FOR UPDATE SKIP LOCKED: a claimer
+// passes over a task another claimer is taking instead of queueing on it.
+func (b *Board) ClaimNext(ctx context.Context, holder Holder, lease time.Duration) (Task, error) {
+	t, err := b.claimNext(ctx, holder, lease)
+	countClaim(err)
+	return t, err
+}
+
+func (b *Board) claimNext(ctx context.Context, holder Holder, lease time.Duration) (Task, error) {
+	if err := checkHolder(holder); err != nil {
+		return Task{}, err
+	}
+	if lease < 0 {
+		return Task{}, invalidf("lease must not be negative")
+	}
+	if lease == 0 {
+		lease = b.lease
+	}
+	return b.change(ctx, pickNext, b.claimEdit(holder, lease, false))
+}
+
+// nextFreeSQL lists the open tasks without a live claim, lowest first.
+const nextFreeSQL = `SELECT num FROM tasks WHERE board_id = ?1 AND status = 'open'
+	AND NOT EXISTS (SELECT 1 FROM task_claims c WHERE c.board_id = tasks.board_id AND c.num = tasks.num AND c.expires_at > ?2)
+	ORDER BY num LIMIT 50`
+
+// nextFree picks the task ClaimNext takes, in its transaction: the first
+// free one not in conflict.
+func (b *Board) nextFree(ctx context.Context, tx *sql.Tx, now time.Time, conflicts map[int]bool) (int, error) {
+	q := nextFreeSQL
+	if b.pg {
+		q += ` FOR UPDATE SKIP LOCKED`
+	}
+	rows, err := tx.QueryContext(ctx, q, b.id, ms(now))
+	if err != nil {
+		return 0, fmt.Errorf("find the next free task: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			return 0, fmt.Errorf("find the next free task: %w", err)
+		}
+		if !conflicts[n] {
+			return n, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("find the next free task: %w", err)
+	}
+	return 0, &Error{Code: CodeNotFound, Message: "no open task without a claim on the board: add one, or wait for a claim to end"}
 }
 
 // mustHold fails unless holder has the claim on the task (live, or

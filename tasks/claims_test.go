@@ -11,10 +11,19 @@ import (
 
 // TestClaimRace has 20 goroutines, spread over four Boards sharing one
 // database and file, claim the same task at once, round after round:
-// exactly one must win and every loser must be told who did.
+// exactly one must win and every loser must be told who did. Two of the
+// Boards have a *sql.DB of their own, as two processes (or replicas on
+// one PostgreSQL) would.
 func TestClaimRace(t *testing.T) {
 	f := newFixture(t, "# Race\n")
-	boards := []*Board{f.board, f.open(), f.open(), f.open()}
+	own := func() *Board {
+		b, err := Open(f.ctx, openDB(t, f.dir), Options{Path: f.path, Now: f.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	boards := []*Board{f.board, f.open(), own(), own()}
 	const rounds, racers = 50, 20
 	for round := range rounds {
 		task, err := f.board.Add(f.ctx, fmt.Sprintf("Round %d", round))
@@ -181,5 +190,75 @@ func TestDoneReleasesTheClaim(t *testing.T) {
 	}
 	if task := f.get("T-1"); task.Status != StatusDone || task.Claim != nil {
 		t.Fatalf("task done by hand = %+v", task)
+	}
+}
+
+// TestClaimNextGivesRacersDifferentTasks has ten claimers, over Boards
+// with a *sql.DB each, ask for the next free task at once: each of the six
+// open, unclaimed tasks goes to exactly one of them, lowest first, and the
+// rest are told there is none left; a claimed or done task is never given.
+func TestClaimNextGivesRacersDifferentTasks(t *testing.T) {
+	f := newFixture(t, "# Next\n")
+	for i := 1; i <= 8; i++ {
+		if _, err := f.board.Add(f.ctx, fmt.Sprintf("Task %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	early := Holder{User: "early", Session: "s-early"}
+	if _, err := f.board.Claim(f.ctx, "T-5", early, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.board.Update(f.ctx, "T-5", Change{Status: StatusDone}, early); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.board.Claim(f.ctx, "T-2", early, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	own := func() *Board {
+		b, err := Open(f.ctx, openDB(t, f.dir), Options{Path: f.path, Now: f.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	boards := []*Board{f.board, own(), own()}
+	const racers = 10
+	got := make([]Task, racers)
+	errs := make([]error, racers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = boards[i%len(boards)].ClaimNext(f.ctx, Holder{User: fmt.Sprintf("agent%d", i), Session: fmt.Sprintf("s-%d", i)}, time.Minute)
+		})
+	}
+	close(start)
+	wg.Wait()
+	won := map[string]string{}
+	for i := range racers {
+		switch {
+		case errs[i] == nil:
+			if other, dup := won[got[i].ID]; dup {
+				t.Fatalf("%s given to both %s and agent%d", got[i].ID, other, i)
+			}
+			won[got[i].ID] = fmt.Sprintf("agent%d", i)
+			if got[i].Claim == nil || got[i].Claim.Holder.User != fmt.Sprintf("agent%d", i) || got[i].Status != StatusInProgress {
+				t.Fatalf("agent%d's task: %+v", i, got[i])
+			}
+		case ErrorCode(errs[i]) != CodeNotFound:
+			t.Fatalf("agent%d: %v, want a claim or 'no open task'", i, errs[i])
+		}
+	}
+	for _, id := range []string{"T-1", "T-3", "T-4", "T-6", "T-7", "T-8"} {
+		if won[id] == "" {
+			t.Errorf("%s was not given to anyone: %v", id, won)
+		}
+	}
+	if len(won) != 6 {
+		t.Fatalf("given: %v; want the six free tasks", won)
+	}
+	if c := f.get("T-2").Claim; c == nil || c.Holder != early {
+		t.Fatalf("T-2's claim after the race: %+v", c)
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 // tracer makes the spans of board changes; without a configured provider
@@ -60,10 +62,10 @@ func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
 	var live, expired float64
 	// A data directory whose server never served a task board has no
 	// table yet: no claims.
-	var tables int
-	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'task_claims'`).Scan(&tables)
-	if err == nil && tables > 0 {
-		err = c.db.QueryRowContext(ctx, `SELECT coalesce(sum(expires_at > ?1), 0), coalesce(sum(expires_at <= ?1), 0) FROM task_claims`,
+	has, err := sqlschema.HasTable(ctx, c.db, "task_claims")
+	if err == nil && has {
+		err = c.db.QueryRowContext(ctx, `SELECT count(CASE WHEN expires_at > ?1 THEN 1 END),
+			count(CASE WHEN expires_at <= ?1 THEN 1 END) FROM task_claims`,
 			time.Now().UnixMilli()).Scan(&live, &expired)
 	}
 	if err != nil {

@@ -73,7 +73,7 @@ func fileState(ctx context.Context, q querier, id int64) (sig string, conflicts 
 
 // saveNext records the next task number.
 func saveNext(ctx context.Context, q querier, id int64, next int) error {
-	if _, err := q.ExecContext(ctx, `UPDATE task_boards SET next_num = max(next_num, ?) WHERE id = ?`, next, id); err != nil {
+	if _, err := q.ExecContext(ctx, `UPDATE task_boards SET next_num = CASE WHEN next_num > ?1 THEN next_num ELSE ?1 END WHERE id = ?2`, next, id); err != nil {
 		return fmt.Errorf("save board: %w", err)
 	}
 	return nil
@@ -135,7 +135,7 @@ func loadItems(ctx context.Context, q querier, id int64, nums []int) (map[int]it
 		SELECT num, seq, at, author, text,
 			row_number() OVER (PARTITION BY num ORDER BY seq DESC) AS back,
 			count(*) OVER (PARTITION BY num) AS total
-		FROM task_notes WHERE board_id = ?`+where+`) WHERE back <= ? ORDER BY num, seq`, append(args, shownNotes)...)
+		FROM task_notes WHERE board_id = ?`+where+`) AS recent WHERE back <= ? ORDER BY num, seq`, append(args, shownNotes)...)
 	if err != nil {
 		return nil, fmt.Errorf("load notes: %w", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 // writer orders the file's writes for a Board with Options.Coalesce (the
@@ -238,6 +240,9 @@ func (b *Board) cleanTemps(d *fileDir) {
 // database in memory). It lives in the data directory, which the jails do
 // not see.
 func openLock(ctx context.Context, db *sql.DB) (int, error) {
+	if sqlschema.DialectOf(db) == sqlschema.Postgres {
+		return -1, nil // an advisory lock instead (lockShared)
+	}
 	rows, err := db.QueryContext(ctx, `PRAGMA database_list`)
 	if err != nil {
 		return -1, fmt.Errorf("find database file: %w", err)
@@ -268,9 +273,18 @@ func openLock(ctx context.Context, db *sql.DB) (int, error) {
 }
 
 // lock serializes syncs of this Board (mu) and of every Board on the same
-// database (an flock, which a killed process drops with its descriptors).
+// database (an flock, which a killed process drops with its descriptors;
+// on PostgreSQL an advisory lock, which a dead replica's session drops).
 func (b *Board) lock(ctx context.Context) (func(), error) {
 	b.mu.Lock()
+	if b.pg {
+		unlock, err := b.lockShared(ctx)
+		if err != nil {
+			b.mu.Unlock()
+			return nil, err
+		}
+		return func() { unlock(); b.mu.Unlock() }, nil
+	}
 	if b.lockFD < 0 {
 		return b.mu.Unlock, nil
 	}
@@ -293,4 +307,27 @@ func (b *Board) lock(ctx context.Context) (func(), error) {
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// boardLockClass is the first key of the PostgreSQL advisory locks that
+// serialize the syncs of one board's file across replicas (the second is
+// the board's id): what the flock next to an SQLite file does.
+const boardLockClass = 0x7461736b // "task"
+
+// lockShared takes the board's advisory lock on a connection of its own,
+// held until the returned function runs.
+func (b *Board) lockShared(ctx context.Context) (func(), error) {
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock task board: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?, ?)`, boardLockClass, int32(b.id)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("lock task board: %w", err)
+	}
+	return func() {
+		//nolint:errcheck // closing the connection below would not end its session: unlock first
+		conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?, ?)`, boardLockClass, int32(b.id))
+		conn.Close()
+	}, nil
 }

@@ -259,6 +259,22 @@ func (c *Console) MCP(bearer, open http.Handler) http.Handler {
 	})
 }
 
+// ConsoleUser returns the user of r's console session, proved by its
+// console key: the OAuth consent page (package mcp/oauth) signs in with
+// the console on a single-user server, its form carrying the key that its
+// script copies from the console's storage, the browser the cookie.
+func (c *Console) ConsoleUser(r *http.Request, key string) (string, error) {
+	if c.opts.Tokens == nil {
+		return "", errors.New("this server runs without authentication")
+	}
+	ck, err := r.Cookie(CookieName)
+	if err != nil {
+		return "", ErrLoggedOut
+	}
+	user, _, err := c.logins.user(r.Context(), ck.Value, key)
+	return user, err
+}
+
 // ownOrigin reports whether r comes from the console's own page: its
 // Origin is this server's scheme and Host, and that Host is loopback or
 // an allowed origin (so that a DNS-rebound name does not count).

@@ -61,6 +61,9 @@ func targets() map[string]*target {
 		// initialize and tools/list, median of 5, against 35 MB. Absolute,
 		// like the agent's: memory does not drift with the machine's load.
 		"idle-rss/35MB": {max: 1.0, why: "VmRSS of an idle serve stdio vs 35 MB"},
+		// cmd/warren BenchmarkSessions200: Pss of one idle jail (bwrap, its
+		// init, the shell and the runner), averaged over 200, against 3 MB.
+		"jail-pss/3MB": {max: 1.0, why: "Pss per idle jail, runner included, vs 3 MB"},
 	}
 }
 

@@ -11,6 +11,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"strconv"
@@ -20,7 +21,8 @@ import (
 	"github.com/warrenhq/warren/sandbox/runner"
 )
 
-const usage = "usage: warren-runner --conn FD [--netfwd ADDR FD] (started by warren inside a jail)"
+const usage = "usage: warren-runner --conn FD [--netfwd ADDR FD]   (started by warren inside a jail)\n" +
+	"       warren-runner --listen ADDR --tls-cert FILE --tls-key FILE --tls-client-ca FILE   (a runner reached over the network, in a pod)"
 
 func main() {
 	// One P: a request's goroutine runs on the thread that read its frame,
@@ -32,9 +34,18 @@ func main() {
 
 func run(args []string) int {
 	conn, fwdFD := -1, -1
-	fwdAddr := ""
+	fwdAddr, listen := "", ""
+	var tlsFiles runner.TLSFiles
 	for len(args) > 0 {
 		switch {
+		case args[0] == "--listen" && len(args) >= 2:
+			listen, args = args[1], args[2:]
+		case args[0] == "--tls-cert" && len(args) >= 2:
+			tlsFiles.Cert, args = args[1], args[2:]
+		case args[0] == "--tls-key" && len(args) >= 2:
+			tlsFiles.Key, args = args[1], args[2:]
+		case args[0] == "--tls-client-ca" && len(args) >= 2:
+			tlsFiles.ClientCA, args = args[1], args[2:]
 		case args[0] == "--conn" && len(args) >= 2:
 			conn = fd(args[1])
 			args = args[2:]
@@ -48,6 +59,9 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, usage)
 			return 2
 		}
+	}
+	if listen != "" {
+		return serveNetwork(listen, tlsFiles)
 	}
 	if conn < 0 || (fwdAddr != "" && fwdFD < 0) {
 		fmt.Fprintln(os.Stderr, usage)
@@ -93,4 +107,25 @@ func fd(s string) int {
 		return -1
 	}
 	return n
+}
+
+// serveNetwork serves the protocol on a TCP address with mutual TLS: the
+// runner of a session whose jail is a pod, reached by the server over the
+// network instead of a socket pair.
+func serveNetwork(addr string, files runner.TLSFiles) int {
+	if files.Cert == "" || files.Key == "" || files.ClientCA == "" {
+		fmt.Fprintln(os.Stderr, "warren-runner: --listen needs --tls-cert, --tls-key and --tls-client-ca: "+
+			"a runner on a network serves only a server that proves who it is")
+		return 2
+	}
+	cfg, err := files.ServerTLS()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warren-runner:", err)
+		return 1
+	}
+	err = runner.Listen(addr, cfg, runner.Ops(), func(a net.Addr) {
+		fmt.Println("listening on", a.String())
+	})
+	fmt.Fprintln(os.Stderr, "warren-runner:", err)
+	return 1
 }

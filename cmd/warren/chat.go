@@ -24,7 +24,7 @@ import (
 )
 
 func chatFlags() []cli.Flag {
-	return append(sessionFlags(), dataDirFlag(), configFlag(), tasksFlag(),
+	return append(sessionFlags(), dataDirFlag(), databaseFlag(), configFlag(), tasksFlag(),
 		&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "bind the default session to this directory (edits appear on disk; approvals default to ask)"},
 		&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "debug, info, warn or error (logs go to stderr)"},
 		logFormatFlag(),
@@ -60,12 +60,12 @@ func chatCommand() *cli.Command {
 		Flags:  chatFlags(),
 		Action: runChat,
 		Subcommands: []*cli.Command{
-			{Name: "ls", Usage: "list your chats with tokens and cost", Flags: []cli.Flag{dataDirFlag(), configFlag()}, Before: inheritFlags, Action: runChatList},
+			{Name: "ls", Usage: "list your chats with tokens and cost", Flags: []cli.Flag{dataDirFlag(), databaseFlag(), configFlag()}, Before: inheritFlags, Action: runChatList},
 			{Name: "export", Usage: "print a chat: export ID --format md|json", ArgsUsage: "ID",
-				Flags:  []cli.Flag{dataDirFlag(), configFlag(), &cli.StringFlag{Name: "format", Value: "md", Usage: "md or json"}},
+				Flags:  []cli.Flag{dataDirFlag(), databaseFlag(), configFlag(), &cli.StringFlag{Name: "format", Value: "md", Usage: "md or json"}},
 				Before: inheritFlags, Action: runChatExport},
 			{Name: "doctor", Usage: "probe a model endpoint and store what it supports",
-				Flags: []cli.Flag{dataDirFlag(), configFlag(),
+				Flags: []cli.Flag{dataDirFlag(), databaseFlag(), configFlag(),
 					&cli.StringFlag{Name: "model", EnvVars: []string{"WARREN_MODEL"}, Usage: "model name"},
 					&cli.StringFlag{Name: "base-url", EnvVars: []string{"OPENAI_BASE_URL"}, Usage: "OpenAI-compatible API root"}},
 				Before: inheritFlags, Action: runChatDoctor},

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/tasks"
 )
 
@@ -31,6 +32,9 @@ type config struct {
 	Agent chatConfig `json:"agent"`
 	// Network is the network policy: default mode, presets, proxy limits.
 	Network networkFileConfig `json:"network"`
+	// Git holds the server key of identities and the operator's pinned
+	// SSH host keys (identity.go).
+	Git gitConfig `json:"git"`
 
 	path string // where it was read from, for messages
 }
@@ -206,4 +210,39 @@ func openWork(c *cli.Context, db *sql.DB, dataDir string, log zerolog.Logger) (*
 		w.enforce = w.enforce || t.Enforce
 	}
 	return w, nil
+}
+
+// usageCheck is the check the session manager makes before every command
+// (Manager.Exec): an enforced threshold reached refuses it; a usage store
+// that cannot answer lets it run, logged, so that a broken meter does not
+// take the shells down with it.
+func usageCheck(meter *metering.Meter, log zerolog.Logger) sessions.UsageCheck {
+	return func(ctx context.Context, user, session string) string {
+		blocked, reason, err := meter.Enforced(ctx, user, session)
+		if err != nil {
+			log.Warn().Err(err).Str("session", session).Msg("check usage thresholds")
+			return ""
+		}
+		if !blocked {
+			return ""
+		}
+		return reason
+	}
+}
+
+// checkUsage makes the CLI's commands in mgr's sessions refused by the
+// config's enforced usage thresholds, as the server's are.
+func checkUsage(c *cli.Context, mgr *sessions.Manager, db *sql.DB, cfg *config) error {
+	log, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	meter, err := openMeter(c.Context, db, cfg, log)
+	if err != nil {
+		return err
+	}
+	if meter.Enforces() {
+		mgr.SetUsageCheck(usageCheck(meter, log))
+	}
+	return nil
 }

@@ -62,7 +62,7 @@ func openData(c *cli.Context) (dir string, cfg *config, db *sql.DB, err error) {
 	if cfg, err = loadConfig(c, dir); err != nil {
 		return "", nil, nil, err
 	}
-	if db, err = openDB(c.Context, dir); err != nil {
+	if db, err = openDatabase(c, dir); err != nil {
 		return "", nil, nil, err
 	}
 	return dir, cfg, db, nil

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 	"io"
 	"net/http"
 	"os"
@@ -61,6 +62,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv(sandbox.RunnerEnv, runner)
 	code := m.Run()
+	sqltest.StopShared() // the PostgreSQL of the tests that use one
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

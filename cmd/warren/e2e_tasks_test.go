@@ -141,7 +141,7 @@ func TestTaskClaimRaceOverMCP(t *testing.T) {
 }
 
 func TestTaskCLI(t *testing.T) {
-	data, ws := t.TempDir(), t.TempDir()
+	data, ws := jailDir(t), jailDir(t)
 	board := filepath.Join(ws, "docs", "TASKS.md")
 	if err := os.MkdirAll(filepath.Dir(board), 0o755); err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestTaskCLI(t *testing.T) {
 // A claim is released when its session is archived: another session can
 // take the task at once, without waiting for the lease to end.
 func TestArchivingASessionReleasesItsClaims(t *testing.T) {
-	data := t.TempDir()
+	data := jailDir(t)
 	agent := serveStdio(t, "--data-dir", data)
 	agent.ok("task_add", map[string]any{"title": "Hand over"})
 	s := agent.ok("session_create", map[string]any{"name": "short-lived"})

@@ -131,3 +131,27 @@ func TestEnforcedThresholdStopsShellExec(t *testing.T) {
 		t.Fatalf("warren usage alerts:\n%s", out)
 	}
 }
+
+// The CLI's `session exec` runs commands through the same manager as
+// shell_exec: a session an enforced threshold stopped refuses them there
+// too, with the threshold's name, and runs nothing.
+func TestEnforcedThresholdStopsSessionExec(t *testing.T) {
+	needJail(t)
+	data, ws := jailDir(t), jailDir(t)
+	cfg := `{"metering": {"thresholds": [{"name": "shell-budget", "scope": "session", "metric": "tool_output_bytes",
+		"period": "day", "limit": 20000, "enforce": true}]}}`
+	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent := serveStdio(t, "--data-dir", data, "--workspace", ws)
+	big := agent.exec("head -c 30000 /dev/zero | tr '\\0' a")
+	id := big["session_id"].(string)
+	agent.fails("shell_exec", map[string]any{"command": "echo again"}, `reached usage threshold "shell-budget"`)
+	out := warrenFails(t, "session", "exec", "--data-dir", data, id, "--", "touch /workspace/ran")
+	if !strings.Contains(out, `reached usage threshold "shell-budget"`) {
+		t.Fatalf("warren session exec in a stopped session said:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Fatal("warren session exec ran the command in a session an enforced threshold stopped")
+	}
+}

@@ -44,13 +44,16 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			chatCommand(),
 			doctorCommand(),
+			identityCommand(),
 			statusCommand(),
 			shellCommand(),
 			serveCommand(),
 			sessionCommand(),
 			tokenCommand(),
+			oauthCommand(),
 			taskCommand(),
 			usageCommand(),
+			migrateCommand(),
 		},
 		// Errors are printed once by main, not by urfave/cli as well.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -28,7 +28,7 @@ import (
 func serveCommand() *cli.Command {
 	common := func() []cli.Flag {
 		return append(sessionFlags(),
-			dataDirFlag(), configFlag(), tasksFlag(),
+			dataDirFlag(), databaseFlag(), configFlag(), tasksFlag(),
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "bind every default session to this directory (edits appear on disk)"},
 			&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets to serve: " + strings.Join(mcp.Toolsets, ", ") + " (default all)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error (logs go to stderr)"},
@@ -53,7 +53,7 @@ func serveCommand() *cli.Command {
 			{
 				Name:  "http",
 				Usage: "serve MCP over streamable HTTP at /mcp (other agents, the web console)",
-				Flags: append(common(),
+				Flags: append(append(common(),
 					&cli.StringFlag{Name: "addr", Value: "127.0.0.1:7373", Usage: "address to listen on"},
 					&cli.StringFlag{Name: "auth", Value: "token", Usage: "token (bearer tokens, see 'warren token') or none (loopback only, single local user)"},
 					&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address"},
@@ -63,7 +63,7 @@ func serveCommand() *cli.Command {
 					&cli.IntFlag{Name: "max-conns-per-user", Value: mcp.DefaultConnsPerUser, Usage: "connections one authenticated user may hold open (through a --trusted-proxy: requests in flight); more are answered 503; 0: no limit"},
 					&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "address or CIDR network of a reverse proxy in front of warren: X-Forwarded-For is read from it (and only from it) to limit its clients per address; repeatable"},
 					&cli.DurationFlag{Name: "body-timeout", Value: mcp.DefaultBodyTimeout, Usage: "how long a request body may take to arrive (responses are not limited)"},
-				),
+				), oauthFlags()...),
 				Action: runServeHTTP,
 			},
 		},
@@ -96,7 +96,7 @@ func openServices(c *cli.Context) (*services, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openDB(c.Context, dir)
+	db, err := openDatabase(c, dir)
 	if err != nil {
 		tel.close(log)
 		return nil, err
@@ -121,6 +121,9 @@ func openServices(c *cli.Context) (*services, error) {
 		return nil, err
 	}
 	releaseClaimsOnEnd(mgr, w.board, log)
+	if w.enforce {
+		mgr.SetUsageCheck(usageCheck(w.meter, log))
+	}
 	if w.meter != nil {
 		// Bytes through the egress proxy are usage too (kind network).
 		meter := w.meter
@@ -152,8 +155,17 @@ func openServices(c *cli.Context) (*services, error) {
 		return nil, err
 	}
 	purgeDeleted(c.Context, mgr, activity, log)
+	git, err := openGit(c, db, dir, mgr, log)
+	if err != nil {
+		activity.Close()
+		w.stop()
+		stopNet()
+		db.Close()
+		return nil, err
+	}
+	forgetPushes(c.Context, mgr, activity, git, log)
 	opts := mcp.Options{Sessions: mgr, Tasks: w.board, Meter: w.meter, Enforce: w.enforce, Events: activity, Toolsets: toolsets, Log: log, Version: buildVersion(),
-		ShellYield: c.Duration("shell-yield"), Tracing: tel.stopTracing != nil}
+		ShellYield: c.Duration("shell-yield"), Tracing: tel.stopTracing != nil, Git: git}
 	if runner != nil && c.Command.Name != "chat" { // the chat's own server does not offer agent_run to its agent
 		opts.Agent = runner
 	}
@@ -274,6 +286,9 @@ func runServeHTTP(c *cli.Context) error {
 		return err
 	}
 	opts.Console = console
+	if opts.OAuth, err = openOAuth(c, svc, authMode, console); err != nil { // serve_oauth.go
+		return err
+	}
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -300,8 +315,8 @@ func runServeHTTP(c *cli.Context) error {
 			opts.LocalUser, url, firstToken)
 	} else if authMode == "token" {
 		fmt.Fprintf(c.App.Writer, "warren: serving MCP at %s\nClients send 'Authorization: Bearer <token>'; "+
-			"make a token with '%s token create --user NAME --data-dir %s' (tokens are shown once; 'warren token ls' lists them).\n",
-			url, os.Args[0], svc.dataDir)
+			"make a token with '%s token create --user NAME --data-dir %s%s' (tokens are shown once; 'warren token ls' lists them).\n",
+			url, os.Args[0], svc.dataDir, sameDatabase(c))
 	} else {
 		fmt.Fprintf(c.App.Writer, "warren: serving MCP at %s (no authentication: loopback only)\n", url)
 	}
@@ -309,6 +324,9 @@ func runServeHTTP(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "Web console (the link signs one browser in as %s, once): %s\n", opts.LocalUser, consoleURL)
 	} else {
 		fmt.Fprintf(c.App.Writer, "Web console: %s\n", consoleURL)
+	}
+	if opts.OAuth != nil {
+		printOAuth(c.App.Writer, opts.OAuth, c.String("oidc-issuer"))
 	}
 	svc.log.Info().Str("url", url).Str("auth", authMode).Msg("serving MCP over HTTP")
 

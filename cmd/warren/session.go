@@ -11,14 +11,13 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sandbox/netproxy"
 	"github.com/warrenhq/warren/sessions"
 )
 
 func sessionCommand() *cli.Command {
 	flags := func(extra ...cli.Flag) []cli.Flag {
-		return append(append([]cli.Flag{dataDirFlag(), configFlag(), tasksFlag(),
+		return append(append([]cli.Flag{dataDirFlag(), databaseFlag(), configFlag(), tasksFlag(),
 			&cli.StringFlag{Name: "user", Usage: "act on this user's sessions (default: you, the user of 'serve stdio')"},
 		}, sessionFlags()...), extra...)
 	}
@@ -37,7 +36,9 @@ func sessionCommand() *cli.Command {
 				&cli.StringFlag{Name: "mode", Usage: "clone, bind or empty (default: inferred from --source)"},
 				&cli.StringFlag{Name: "ref", Usage: "branch, tag or commit to check out"},
 				&cli.StringFlag{Name: "name", Usage: "a label"},
+				&cli.StringFlag{Name: "identity", Usage: "clone with this git identity ('warren identity ls'); 'session push' then pushes with it"},
 			), networkFlags()...), Action: runSessionCreate},
+			sessionPushCommand(flags),
 			{Name: "net-log", Usage: "the recent decisions of the session's network proxy: what was allowed, what was refused and why",
 				ArgsUsage: "SESSION_ID", Flags: flags(
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "how many of the newest decisions"},
@@ -119,6 +120,14 @@ func openSessionEnv(c *cli.Context) (*sessionEnv, error) {
 		}
 		releaseClaimsOnEnd(mgr, board, log)
 	}
+	if c.Command.Name == "exec" {
+		// Commands here are refused by enforced usage thresholds as shell_exec's are.
+		if err := checkUsage(c, mgr, db, cfg); err != nil {
+			stopNet()
+			db.Close()
+			return nil, err
+		}
+	}
 	user := c.String("user")
 	if user == "" {
 		user = sessions.LocalUser()
@@ -153,7 +162,7 @@ func runSessionCreate(c *cli.Context) error {
 		return err
 	}
 	defer e.close(c)
-	s, err := e.mgr.Create(c.Context, e.user, sessions.CreateOptions{Source: c.String("source"),
+	s, err := createWithIdentity(c, e, sessions.CreateOptions{Source: c.String("source"),
 		Mode: sessions.Mode(c.String("mode")), Ref: c.String("ref"), Name: c.String("name"), Progress: c.App.ErrWriter,
 		Network: networkFromFlags(c)})
 	if err != nil {
@@ -284,24 +293,22 @@ func runSessionExec(c *cli.Context) error {
 		return err
 	}
 	defer e.close(c)
-	s, sh, err := e.mgr.OpenCommand(c.Context, e.user, id, command)
-	if err != nil {
-		return notFound(err, e.user, id)
-	}
-	res, err := sh.Exec(c.Context, command, sandbox.ExecOptions{Timeout: c.Duration("timeout"),
-		OnOutput: func(st sandbox.Stream, p []byte) {
-			if st == sandbox.Stderr {
+	o, err := e.mgr.Exec(c.Context, e.user, id, command, sessions.ExecOptions{Timeout: c.Duration("timeout"),
+		Progress: func(st sessions.Stream, p []byte) {
+			if st == sessions.Stderr {
 				os.Stderr.Write(p)
 			} else {
 				c.App.Writer.Write(p)
 			}
 		}})
 	if err != nil {
-		return err
+		return notFound(err, e.user, id)
 	}
-	if err := e.mgr.SaveState(c.Context, s, sh); err != nil {
-		return err
+	if o.StateErr != nil {
+		// Retried until the manager closes below, which waits for it.
+		fmt.Fprintln(c.App.ErrWriter, "warren:", o.StateErr)
 	}
+	res := o.Result
 	if res.TimedOut {
 		fmt.Fprintf(c.App.ErrWriter, "warren: timed out after %s\n", c.Duration("timeout"))
 	}

@@ -21,13 +21,13 @@ func statusCommand() *cli.Command {
 			"task leases, free disk. Then runs the /readyz checks (database writable, a jail starts, disk not full).\n" +
 			"Counters of a running server (tool calls, jails, OOM kills) live in that process: scrape its /metrics.\n" +
 			"Exits 1 when a readiness check fails.",
-		Flags: []cli.Flag{dataDirFlag()},
+		Flags: []cli.Flag{dataDirFlag(), databaseFlag()},
 		Action: func(c *cli.Context) error {
 			dir, err := dataDir(c)
 			if err != nil {
 				return err
 			}
-			db, err := openDB(c.Context, dir)
+			db, err := openDatabase(c, dir)
 			if err != nil {
 				return err
 			}

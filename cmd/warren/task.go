@@ -17,7 +17,7 @@ import (
 
 func taskCommand() *cli.Command {
 	flags := func(extra ...cli.Flag) []cli.Flag {
-		return append([]cli.Flag{dataDirFlag(), configFlag(), tasksFlag(),
+		return append([]cli.Flag{dataDirFlag(), databaseFlag(), configFlag(), tasksFlag(),
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace of 'serve stdio --workspace DIR': its docs/TASKS.md and its default session"},
 		}, extra...)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions/sqlschema"
 )
 
 // readyCheck is one readiness finding.
@@ -80,20 +82,27 @@ func checkReady(ctx context.Context, db *sql.DB, dir string) []readyCheck {
 	return append(checks, readyCheck{name: "disk not full", err: err})
 }
 
-// dbWritable takes SQLite's write lock and lets it go: it fails when the
-// file is read-only, the disk refuses, or another process holds the lock
-// longer than ctx allows. Nothing is written.
+// dbWritable takes the database's write lock and lets it go: it fails
+// when the file is read-only, the disk refuses, the PostgreSQL server is
+// a standby, or another process holds the lock longer than ctx allows.
+// Nothing is written. A write transaction (sql.LevelSerializable) is
+// BEGIN IMMEDIATE on SQLite and the advisory write lock on PostgreSQL
+// (sqlschema).
 func dbWritable(ctx context.Context, db *sql.DB) error {
-	conn, err := db.Conn(ctx)
+	if sqlschema.DialectOf(db) == sqlschema.Postgres {
+		var standby bool
+		if err := db.QueryRowContext(ctx, "SELECT pg_is_in_recovery()").Scan(&standby); err != nil {
+			return err
+		}
+		if standby {
+			return errors.New("the PostgreSQL server is a read-only standby: point --database at the primary")
+		}
+	}
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
-	}
-	_, err = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-	return err
+	return tx.Rollback()
 }
 
 // readyHandler answers /readyz: 200 when every check passes, 503 naming

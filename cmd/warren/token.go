@@ -18,12 +18,12 @@ func tokenCommand() *cli.Command {
 			{
 				Name:      "create",
 				Usage:     "create a token for a user and print it (only this once)",
-				Flags:     []cli.Flag{dataDirFlag(), &cli.StringFlag{Name: "user", Required: true, Usage: "the user the token acts as"}},
+				Flags:     []cli.Flag{dataDirFlag(), databaseFlag(), &cli.StringFlag{Name: "user", Required: true, Usage: "the user the token acts as"}},
 				Action:    runTokenCreate,
 				ArgsUsage: " ",
 			},
-			{Name: "ls", Usage: "list tokens (never the tokens themselves)", Flags: []cli.Flag{dataDirFlag()}, Action: runTokenList},
-			{Name: "revoke", Usage: "revoke a token by id or prefix", ArgsUsage: "ID", Flags: []cli.Flag{dataDirFlag()}, Action: runTokenRevoke},
+			{Name: "ls", Usage: "list tokens (never the tokens themselves)", Flags: []cli.Flag{dataDirFlag(), databaseFlag()}, Action: runTokenList},
+			{Name: "revoke", Usage: "revoke a token by id or prefix", ArgsUsage: "ID", Flags: []cli.Flag{dataDirFlag(), databaseFlag()}, Action: runTokenRevoke},
 		},
 	}
 }
@@ -33,7 +33,7 @@ func openTokens(c *cli.Context) (*tokens.Store, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openDB(c.Context, dir)
+	db, err := openDatabase(c, dir)
 	if err != nil {
 		return nil, nil, err
 	}

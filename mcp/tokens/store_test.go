@@ -9,17 +9,15 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/ncruces/go-sqlite3/driver"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
+
+// TestMain runs the tests on SQLite, then on PostgreSQL (sqltest).
+func TestMain(m *testing.M) { sqltest.Main(m, "") }
 
 func openTestDB(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "warren.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return sqltest.Open(t, t.TempDir())
 }
 
 func TestTokensAuthenticateAndRevoke(t *testing.T) {

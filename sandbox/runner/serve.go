@@ -206,7 +206,12 @@ func (s *Server) run(st *stream, req proto.Request) {
 }
 
 // send writes one frame and flushes it.
-func (s *Server) send(f proto.Frame) error {
+func (s *Server) send(f proto.Frame) error { return s.write(f, true) }
+
+// write writes one frame, and flushes it unless another follows at once
+// (a stream's last output before its End: one write to the socket, one
+// wake-up of the server, for both).
+func (s *Server) write(f proto.Frame, flush bool) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	var err error
@@ -216,6 +221,9 @@ func (s *Server) send(f proto.Frame) error {
 	}
 	if _, err := s.w.Write(s.buf); err != nil {
 		return err
+	}
+	if !flush {
+		return nil
 	}
 	return s.w.Flush()
 }

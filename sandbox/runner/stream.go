@@ -72,29 +72,31 @@ func (st *stream) Write(p []byte) (int, error) {
 	n := len(p)
 	st.out = append(st.out, p...)
 	for len(st.out) >= 64<<10 {
-		if err := st.sendOut(min(len(st.out), proto.MaxBody)); err != nil {
+		if err := st.sendOut(min(len(st.out), proto.MaxBody), true); err != nil {
 			return 0, err
 		}
 	}
 	return n, nil
 }
 
-// flushOut sends what Write gathered.
+// flushOut sends what Write gathered now (Call.Flush: output someone
+// watches as it comes).
 func (st *stream) flushOut() error {
 	for len(st.out) > 0 {
-		if err := st.sendOut(min(len(st.out), proto.MaxBody)); err != nil {
+		if err := st.sendOut(min(len(st.out), proto.MaxBody), true); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sendOut sends the first n bytes gathered once the credit allows.
-func (st *stream) sendOut(n int) error {
+// sendOut sends the first n bytes gathered once the credit allows,
+// flushing them unless the caller sends another frame at once.
+func (st *stream) sendOut(n int, flush bool) error {
 	if err := st.take(n); err != nil {
 		return err
 	}
-	if err := st.s.send(proto.Frame{Kind: proto.Data, Stream: st.id, Body: st.out[:n]}); err != nil {
+	if err := st.s.write(proto.Frame{Kind: proto.Data, Stream: st.id, Body: st.out[:n]}, flush); err != nil {
 		return err
 	}
 	st.out = append(st.out[:0], st.out[n:]...)
@@ -120,7 +122,7 @@ func (st *stream) take(n int) error {
 // output and its reply go in one frame.
 func (st *stream) tail() ([]byte, error) {
 	for len(st.out) > proto.MaxBody {
-		if err := st.sendOut(proto.MaxBody); err != nil {
+		if err := st.sendOut(proto.MaxBody, true); err != nil {
 			return nil, err
 		}
 	}

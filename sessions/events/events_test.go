@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/ncruces/go-sqlite3/driver"
 	"github.com/rs/zerolog"
+
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 
+// TestMain runs the tests on SQLite, then on PostgreSQL (sqltest).
+func TestMain(m *testing.M) { sqltest.Main(m, "") }
+
+// openDB opens the database of path's directory: SQLite, then PostgreSQL.
 func openDB(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(wal)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return sqltest.Open(t, filepath.Dir(path))
 }
 
 func openLog(t *testing.T, db *sql.DB, max int) *Log {

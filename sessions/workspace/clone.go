@@ -26,13 +26,19 @@ type origin struct {
 	shown   string // what messages and the session record say
 	shallow bool   // branches and tags can be fetched at depth 1
 	public  bool   // the caller is not the operator: errors say less
+	// proxy holds an ssh dial to the caller's address rule (SSHProxy).
+	proxy transport.ProxyOptions
+	auth  bool // the clone logs in with the caller's identity
 }
 
 // cloneRemote clones a network URL.
 func cloneRemote(ctx context.Context, spec Spec, src Source) (Prepared, error) {
 	ctx = withNetPolicy(ctx, spec.Policy)
-	return clone(ctx, spec, origin{url: src.Raw, shown: displayURL(src), shallow: true, public: !spec.Policy.Trusted},
-		src.String())
+	o := origin{url: src.Raw, shown: displayURL(src), shallow: true, public: !spec.Policy.Trusted}
+	if src.URL.Scheme == "ssh" {
+		o.proxy = SSHProxy(spec.Policy)
+	}
+	return clone(ctx, spec, o, src.String())
 }
 
 // cloneLocal clones an opened local repository in-process.
@@ -50,6 +56,7 @@ func cloneLocal(ctx context.Context, spec Spec, src Source, d *LocalDir) (Prepar
 // clone lists the source's refs, picks what spec.Ref names, and clones it
 // into spec.Dir. recorded is the source the session keeps.
 func clone(ctx context.Context, spec Spec, o origin, recorded string) (Prepared, error) {
+	o.auth = spec.Auth != nil
 	if err := makeEmptyDir(spec.Dir); err != nil {
 		return Prepared{}, err
 	}
@@ -73,6 +80,10 @@ func clone(ctx context.Context, spec Spec, o origin, recorded string) (Prepared,
 		os.RemoveAll(spec.Dir)
 		return Prepared{}, fmt.Errorf("clone %s: %w", o.shown, err)
 	}
+	if err := keepBase(repo, head, spec.KeepBaseIn); err != nil {
+		os.RemoveAll(spec.Dir)
+		return Prepared{}, err
+	}
 	fmt.Fprintf(progress, "checked out %s\n", head.Hash())
 	return Prepared{Mode: Clone, Dir: spec.Dir, Source: recorded, Commit: head.Hash().String()}, nil
 }
@@ -82,7 +93,7 @@ func clone(ctx context.Context, spec Spec, o origin, recorded string) (Prepared,
 func fetchInto(ctx context.Context, spec Spec, o origin, progress io.Writer) (*git.Repository, error) {
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	refs, err := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{o.url}}).
-		ListContext(lctx, &git.ListOptions{})
+		ListContext(lctx, &git.ListOptions{Auth: spec.Auth, ProxyOptions: o.proxy})
 	cancel()
 	if err != nil {
 		return nil, cloneError(ctx, o, err)
@@ -94,7 +105,7 @@ func fetchInto(ctx context.Context, spec Spec, o origin, progress io.Writer) (*g
 			return nil, invalid("ref %q is not a branch, tag or commit of %s", spec.Ref, o.shown)
 		}
 	}
-	opts := &git.CloneOptions{URL: o.url, Progress: progress}
+	opts := &git.CloneOptions{URL: o.url, Progress: progress, Auth: spec.Auth, ProxyOptions: o.proxy}
 	if name == "" && spec.Ref != "" {
 		opts.NoCheckout = true // a commit: the whole history, then check out
 	} else {
@@ -163,6 +174,10 @@ func cloneError(ctx context.Context, o origin, err error) error {
 			"server clones only from public hosts", o.shown)
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
 		errors.Is(err, transport.ErrInvalidAuthMethod):
+		if o.auth {
+			return invalid("could not clone %s: the server refused the identity's key or token (is it allowed to "+
+				"read this repository?)", o.shown)
+		}
 		if o.public {
 			return invalid("could not clone %s: the repository asks for authentication (is it private?); "+
 				"this server clones public repositories only", o.shown)

@@ -24,19 +24,16 @@ type Copied struct {
 	Left []string
 }
 
-// CopyTree copies the workspace src, which a jail controls, into dst, a
-// new empty directory that only the server knows yet (a forked session's
-// workspace). scratch is an empty directory for a temporary object store;
-// maxBytes bounds the content read.
+// CopyTree copies the workspace that src streams (the source session's
+// runner walks it inside its jail) into dst, a new empty directory that
+// only the server knows yet (a forked session's workspace). scratch is an
+// empty directory for a temporary object store; maxBytes bounds the
+// content read.
 //
-// The source is read by the audit's walk (see treeWriter.write): each
-// entry is opened relative to its parent's descriptor with O_NOFOLLOW and
-// judged on fstat of that descriptor; regular files are read bounded and
-// checked to be the inode that was judged; symlinks are read as links and
-// copied as links, never followed; the walk stays on src's file system.
-// What it records goes into a git object store in scratch, so nothing read
-// from src is trusted again by path, and dst is then written from those
-// objects through an os.Root.
+// The stream is read as a snapshot's is (see treeWriter.write): bounded,
+// names checked, into a git object store in scratch, so nothing the jail
+// controls is opened by path on this side, and dst is then written from
+// those objects through an os.Root.
 //
 // A copy that would be incomplete for a reason other than special files
 // or other file systems (a file or the total over maxBytes, too many
@@ -44,7 +41,7 @@ type Copied struct {
 // changing while they were read) is refused: a fork must not silently
 // lack files. Modes are kept as git keeps them (executable or not); empty
 // directories are not copied.
-func CopyTree(ctx context.Context, src, dst, scratch string, maxBytes int64) (Copied, error) {
+func CopyTree(ctx context.Context, src TreeSource, dst, scratch string, maxBytes int64) (Copied, error) {
 	a, err := OpenAudit(scratch)
 	if err != nil {
 		return Copied{}, err

@@ -42,12 +42,12 @@ type FileChange struct {
 // ErrNoBase is returned by Diff before SetBase.
 var ErrNoBase = errs.New(errs.Conflict, "the workspace has no base snapshot")
 
-// Diff compares the current content of dir with the base, everything
+// Diff compares the tree src streams with the base, everything
 // included but the operator's exclusions. maxPatch caps the patch text (0:
 // no cap); the patch is written file by file and stops at the cap, and no
 // file over Limits.DiffFileBytes is compared line by line, so a diff holds
 // about maxPatch plus two such files in memory.
-func (a *Audit) Diff(ctx context.Context, dir string, maxPatch int) (Diff, error) {
+func (a *Audit) Diff(ctx context.Context, src TreeSource, maxPatch int) (Diff, error) {
 	ctx, span := tracer.Start(ctx, "workspace.diff")
 	defer span.End()
 	ref, err := a.repo.Reference(BaseRef, true)
@@ -62,7 +62,7 @@ func (a *Audit) Diff(ctx context.Context, dir string, maxPatch int) (Diff, error
 	if err != nil {
 		return Diff{}, fmt.Errorf("diff: base tree: %w", err)
 	}
-	curHash, notes, err := a.tw.write(ctx, dir)
+	curHash, notes, err := a.tw.write(ctx, src)
 	if err != nil {
 		return Diff{}, fmt.Errorf("diff: %w", err)
 	}

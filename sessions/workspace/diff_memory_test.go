@@ -20,7 +20,7 @@ func TestDiffOfAHugeFileStaysSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := a.SetBase(ctx, ws, "test"); err != nil {
+	if _, err := a.SetBase(ctx, HostTree(ws), "test"); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Create(filepath.Join(ws, "huge.bin"))
@@ -38,7 +38,7 @@ func TestDiffOfAHugeFileStaysSmall(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	d, err := a.Diff(ctx, ws, 64<<10)
+	d, err := a.Diff(ctx, HostTree(ws), 64<<10)
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		t.Fatal(err)

@@ -20,8 +20,9 @@ type Policy struct {
 	Local bool
 	// Trusted callers are the host's operator (stdio, the CLI, HTTP with
 	// --auth none on loopback): every scheme, every address, the server's
-	// own ssh agent and proxy settings. Others get https to public
-	// addresses only, checked on the address actually dialed.
+	// own ssh agent and proxy settings. Others get https (and ssh with
+	// their own identity) to public addresses only, checked on the address
+	// actually dialed.
 	Trusted bool
 	// DataDir is the server's data directory, resolved: no local source
 	// may be it, be inside it or contain it (it holds the token database
@@ -35,6 +36,9 @@ type Policy struct {
 	// allowLoopback lets this package's tests clone from an httptest server
 	// on 127.0.0.1 under an untrusted policy; nothing else is relaxed.
 	allowLoopback bool
+	// identity says the clone logs in with the caller's own git identity
+	// (Spec.Auth): ssh is then the caller's to use, through SSHProxy.
+	identity bool
 }
 
 // check decides whether the caller may use src in mode, before anything
@@ -57,6 +61,9 @@ func (p Policy) check(src Source, mode Mode) error {
 	switch src.URL.Scheme {
 	case "https":
 	case "ssh":
+		if p.identity {
+			return nil
+		}
 		return invalid("source %s: ssh URLs are not accepted over this server's HTTP transport, because the clone "+
 			"would log in with the server's own ssh keys; use the repository's https URL", displayURL(src))
 	default:

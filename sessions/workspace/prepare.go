@@ -16,6 +16,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
 	"github.com/warrenhq/warren/sessions/errs"
 )
 
@@ -49,6 +51,13 @@ type Spec struct {
 	Policy Policy
 	// Progress receives human-readable progress lines; may be nil.
 	Progress io.Writer
+	// Auth logs a clone in (an identity's key or token); nil: anonymous,
+	// or for a trusted caller the server's own ssh agent (see upstream.go).
+	Auth transport.AuthMethod
+	// KeepBaseIn, when set, is an audit repository that receives the
+	// cloned commit and its tree as UpstreamRef, so that a push can build
+	// on them without reading the workspace's .git again.
+	KeepBaseIn string
 }
 
 // Prepared is the outcome of Prepare.
@@ -130,7 +139,9 @@ func Prepare(ctx context.Context, spec Spec) (Prepared, error) {
 	if err != nil {
 		return Prepared{}, err
 	}
-	if err := spec.Policy.check(src, spec.Mode); err != nil {
+	pol := spec.Policy
+	pol.identity = spec.Auth != nil
+	if err := pol.check(src, spec.Mode); err != nil {
 		return Prepared{}, err
 	}
 	if !src.Local() {

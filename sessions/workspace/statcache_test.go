@@ -31,7 +31,7 @@ func TestSwappedFileIsNotTakenFromTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := a.SetBase(ctx, ws, "test"); err != nil {
+	if _, err := a.SetBase(ctx, HostTree(ws), "test"); err != nil {
 		t.Fatal(err)
 	}
 	mtimeOf := func(name string) time.Time {
@@ -51,7 +51,7 @@ func TestSwappedFileIsNotTakenFromTheCache(t *testing.T) {
 	// In place: same inode, size and mtime; only ctime tells.
 	write(t, ws, "b.txt", "BBBB\n")
 	os.Chtimes(filepath.Join(ws, "b.txt"), bMtime, bMtime)
-	d, err := a.Diff(ctx, ws, 0)
+	d, err := a.Diff(ctx, HostTree(ws), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestSnapshotsOfABigGitDirectoryReadOnlyWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := a.SetBase(ctx, ws, "test"); err != nil {
+	if _, err := a.SetBase(ctx, HostTree(ws), "test"); err != nil {
 		t.Fatal(err)
 	}
 	if a.tw.lastRead == 0 {
@@ -82,7 +82,7 @@ func TestSnapshotsOfABigGitDirectoryReadOnlyWhatChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Snapshot(ctx, ws, "pause"); err != nil {
+	if _, err := b.Snapshot(ctx, HostTree(ws), "pause"); err != nil {
 		t.Fatal(err)
 	}
 	if b.tw.lastRead != 0 {
@@ -90,7 +90,7 @@ func TestSnapshotsOfABigGitDirectoryReadOnlyWhatChanged(t *testing.T) {
 	}
 	write(t, ws, "new.txt", "new\n")
 	gittest.Git(t, ws)("add", "new.txt")
-	d, err := b.Diff(ctx, ws, 0)
+	d, err := b.Diff(ctx, HostTree(ws), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestWalkLimitsAreSaid(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := a.SetBase(ctx, ws, "empty"); err != nil {
+	if _, err := a.SetBase(ctx, HostTree(ws), "empty"); err != nil {
 		t.Fatal(err)
 	}
 	write(t, ws, "a/b/c/deep.txt", "deep\n")
@@ -131,7 +131,7 @@ func TestWalkLimitsAreSaid(t *testing.T) {
 		{Limits{MaxEntries: 3}, []string{"entries left out (over the limit of entries per walk)"}},
 	} {
 		a.SetLimits(c.limits)
-		d, err := a.Diff(ctx, ws, 0)
+		d, err := a.Diff(ctx, HostTree(ws), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/gob"
 	"errors"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"golang.org/x/sys/unix"
 )
 
 // statCacheFile, inside the audit repository, keeps the stat cache between
@@ -153,45 +151,29 @@ func (c *countingWriter) pad() error {
 	return nil
 }
 
-// smallFile is the size up to which storeFile reads a file into memory
-// first, to skip writing a blob the repository already has (most source
-// files, read again because they changed too recently to be trusted).
+// smallFile is the size up to which storeContent reads a file into
+// memory first, to skip writing a blob the repository already has (most
+// source files, sent again because they changed too recently to be
+// trusted).
 const smallFile = 64 << 10
 
-// storeFile stores size bytes of the regular file open as fd as a blob,
-// and reports whether the file gave all of them.
-func (w *treeWriter) storeFile(fd int, size int64) (plumbing.Hash, bool, error) {
+// storeContent stores exactly size bytes of r (a file's content in a tree
+// stream) as a blob.
+func (w *treeWriter) storeContent(r io.Reader, size int64) (plumbing.Hash, error) {
 	if size > smallFile {
-		return w.storeBlob(size, func(wr io.Writer) (bool, error) { return copyFD(wr, fd, size) })
+		h, _, err := w.storeBlob(size, func(wr io.Writer) (bool, error) {
+			_, err := io.CopyN(wr, r, size)
+			return err == nil, err
+		})
+		return h, err
 	}
-	var buf bytes.Buffer
-	complete, _ := copyFD(&buf, fd, size)
 	content := make([]byte, size)
-	copy(content, buf.Bytes()) // zeros past a short read, as storeBlob pads
+	if _, err := io.ReadFull(r, content); err != nil {
+		return plumbing.ZeroHash, err
+	}
 	if h := plumbing.ComputeHash(plumbing.BlobObject, content); w.store.HasEncodedObject(h) == nil {
-		return h, complete, nil
+		return h, nil
 	}
 	h, _, err := w.storeBlob(size, func(wr io.Writer) (bool, error) { _, err := wr.Write(content); return true, err })
-	return h, complete, err
-}
-
-// copyFD copies up to size bytes of the regular file open as fd to w, and
-// reports whether it got all of them (the file may shrink as it is read).
-func copyFD(w io.Writer, fd int, size int64) (bool, error) {
-	buf := make([]byte, 32<<10)
-	var done int64
-	for done < size {
-		n, err := unix.Read(fd, buf[:min(int64(len(buf)), size-done)])
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || n <= 0 {
-			return false, nil
-		}
-		if _, err := w.Write(buf[:n]); err != nil {
-			return false, err
-		}
-		done += int64(n)
-	}
-	return true, nil
+	return h, err
 }

@@ -2,10 +2,10 @@ package workspace
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -17,7 +17,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/sandbox/runner/proto"
+	"github.com/warrenhq/warren/sessions/bound"
 )
 
 // Limits bound what one walk of a workspace reads and records, and what a
@@ -53,16 +55,18 @@ var DefaultLimits = Limits{
 	MaxFiles:      10_000,
 }
 
-// treeWriter stores a directory's content as git trees and blobs. It
-// remembers the blob of each file by what fstat said of the descriptor it
-// read (device, inode, size, mtime, ctime, mode), so a second snapshot of a
-// large workspace only reads what changed. The memory survives the Audit
-// in cacheFile.
+// treeWriter stores a tree stream (TreeSource) as git trees and blobs. It
+// remembers the blob of each file by the stamp the walker took of the
+// descriptor it read (device, inode, size, mtime, ctime, mode), and sends
+// the walker the keys of those stamps, so a second snapshot of a large
+// workspace only carries what changed. The memory survives the Audit in
+// cacheFile.
 type treeWriter struct {
 	store     storer.EncodedObjectStorer
 	cacheFile string // "" keeps the stat cache in memory only
 	limits    Limits
 	exclude   gitignore.Matcher // the operator's patterns; nil: none
+	prune     []proto.Prune     // those of them a name alone decides, for the runner
 
 	mu       sync.Mutex // guards the fields below
 	known    map[string]fileStamp
@@ -79,9 +83,12 @@ type fileStamp struct {
 	Hash         plumbing.Hash
 }
 
-func stampOf(st *unix.Stat_t) fileStamp {
-	return fileStamp{Dev: st.Dev, Ino: st.Ino, Size: st.Size, Mode: st.Mode,
-		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}
+func fromStamp(s proto.Stamp) fileStamp {
+	return fileStamp{Dev: s.Dev, Ino: s.Ino, Size: s.Size, Mode: s.Mode, Mtime: s.Mtime, Ctime: s.Ctime}
+}
+
+func (s fileStamp) stamp() proto.Stamp {
+	return proto.Stamp{Dev: s.Dev, Ino: s.Ino, Size: s.Size, Mode: s.Mode, Mtime: s.Mtime, Ctime: s.Ctime}
 }
 
 func (s fileStamp) same(o fileStamp) bool {
@@ -89,243 +96,212 @@ func (s fileStamp) same(o fileStamp) bool {
 	return s == o
 }
 
-// errRaced says an entry changed between two looks at it: the caller
-// looks again.
-var errRaced = errors.New("the entry changed while it was recorded")
-
-// write stores dir and returns its tree hash and notes on what it left
-// out. Everything is recorded, .git included, except the operator's
-// exclusions: nothing in the workspace (.gitignore, .git/info/exclude)
-// decides what the audit sees.
+// write stores the tree src streams and returns its tree hash and notes on
+// what it left out. Everything is recorded, .git included, except the
+// operator's exclusions: nothing in the workspace (.gitignore,
+// .git/info/exclude) decides what the audit sees.
 //
-// The walk never resolves a path the jail could swap: it holds a
-// descriptor of each directory and opens every entry relative to it with
-// O_NOFOLLOW, decides on fstat of that descriptor, reads only regular
-// files (bounded), reads links with readlinkat on the link itself, and
-// stays on the workspace's file system.
-func (w *treeWriter) write(ctx context.Context, dir string) (plumbing.Hash, []string, error) {
+// The stream comes from the session's runner, inside its jail: it is read
+// within the limits (proto.TreeReader refuses bad names, duplicates, and
+// anything past the caps), and turns into git objects in the audit
+// repository only; no name in it is ever opened as a path.
+func (w *treeWriter) write(ctx context.Context, src TreeSource) (plumbing.Hash, []string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.load()
-	// The workspace directory itself is the server's choice, not the jail's.
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return plumbing.ZeroHash, nil, fmt.Errorf("open workspace %s: %w", dir, err)
+	lim := w.limits
+	// The files whose blobs the audit has: the runner sends them without
+	// their content. The cache is bounded like a walk.
+	keys := make([]byte, 0, 8*min(len(w.known), lim.MaxEntries))
+	for rel, s := range w.known {
+		if len(keys) >= 8*lim.MaxEntries {
+			break
+		}
+		keys = binary.BigEndian.AppendUint64(keys, proto.StampKey(rel, s.stamp()))
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return plumbing.ZeroHash, nil, fmt.Errorf("open workspace %s: %w", dir, err)
-	}
-	wk := &walk{ctx: ctx, w: w, dev: st.Dev, start: time.Now(), next: map[string]fileStamp{}}
-	h, err := wk.dir(fd, nil, 0)
+	args := proto.TreeArgs{Prune: w.prune, MaxEntries: lim.MaxEntries, MaxDepth: lim.MaxDepth,
+		MaxFileBytes: lim.MaxFileBytes, MaxReadBytes: lim.MaxReadBytes}
+	st, err := src.Tree(ctx, args, keys)
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
 	}
-	w.known, w.lastRead = wk.next, wk.read
+	defer st.Close()
+	b := &build{w: w, start: time.Now(), next: map[string]fileStamp{},
+		r: proto.NewTreeReader(st, proto.TreeLimits{MaxEntries: lim.MaxEntries, MaxDepth: lim.MaxDepth,
+			MaxFileBytes: lim.MaxFileBytes, MaxReadBytes: lim.MaxReadBytes})}
+	h, err := b.run(ctx)
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	res, err := st.Result()
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	if res.Left > 0 {
+		b.skip(leftOut, nil)
+		b.counts[leftOut] += int(min(res.Left, int64(1<<30))) - 1
+	}
+	w.known, w.lastRead = b.next, b.read
 	w.save()
-	return h, wk.notes(), nil
+	return h, b.notes(), nil
 }
 
-// walk is one pass over a workspace.
-type walk struct {
-	ctx     context.Context
+const leftOut = "over the limit of entries per walk"
+
+var skipReasons = map[byte]string{
+	proto.SkipOtherFS:    "on another file system",
+	proto.SkipSpecial:    "socket, FIFO or device",
+	proto.SkipUnreadable: "unreadable",
+	proto.SkipTooDeep:    "nested too deep",
+	proto.SkipRaced:      "changed while being recorded",
+}
+
+// build is one tree stream turned into git objects.
+type build struct {
 	w       *treeWriter
-	dev     uint64    // the workspace's file system
+	r       *proto.TreeReader
 	start   time.Time // for the racy-timestamp rule in file
 	next    map[string]fileStamp
-	read    int64 // content bytes read so far
-	entries int
+	read    int64 // content bytes stored
 	markers int
 	skipped map[string][]string // reason → paths (the first few)
 	counts  map[string]int      // reason → count
 }
 
-// dir records the directory open as fd (which it closes) at rel.
-func (wk *walk) dir(fd int, rel []string, depth int) (plumbing.Hash, error) {
-	f := os.NewFile(uintptr(fd), path.Join(rel...))
-	defer f.Close()
-	var tree object.Tree
+// dirFrame is a directory of the stream being recorded.
+type dirFrame struct {
+	path     []string
+	entries  []object.TreeEntry
+	excluded bool // by the operator's patterns: its records are read and dropped
+}
+
+func (b *build) run(ctx context.Context) (plumbing.Hash, error) {
+	stack := []*dirFrame{{}}
 	for {
-		names, rerr := f.Readdirnames(1024)
-		for _, name := range names {
-			if err := wk.ctx.Err(); err != nil {
-				return plumbing.ZeroHash, err
-			}
-			p := append(rel[:len(rel):len(rel)], name)
-			if wk.entries >= wk.w.limits.MaxEntries {
-				wk.skip("over the limit of entries per walk", p)
+		if err := ctx.Err(); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		rec, err := b.r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		top := stack[len(stack)-1]
+		if rec.Kind == proto.RecEnd {
+			stack = stack[:len(stack)-1]
+			if top.excluded {
 				continue
 			}
-			e, ok, err := wk.entry(fd, p, depth)
+			h, err := b.tree(top.entries)
 			if err != nil {
 				return plumbing.ZeroHash, err
 			}
-			if ok {
-				tree.Entries = append(tree.Entries, e)
+			if h != emptyTree { // git does not track empty directories
+				parent := stack[len(stack)-1]
+				parent.entries = append(parent.entries, object.TreeEntry{Name: top.path[len(top.path)-1], Mode: filemode.Dir, Hash: h})
 			}
+			continue
 		}
-		if errors.Is(rerr, io.EOF) || len(names) == 0 {
-			break
+		p := append(top.path[:len(top.path):len(top.path)], rec.Name)
+		excluded := top.excluded || b.w.exclude != nil && b.w.exclude.Match(p, rec.Kind == proto.RecDir)
+		if rec.Kind == proto.RecDir {
+			stack = append(stack, &dirFrame{path: p, excluded: excluded})
+			continue
 		}
-		if rerr != nil {
-			return plumbing.ZeroHash, fmt.Errorf("read directory %q: %w", path.Join(rel...), rerr)
+		if excluded {
+			continue
+		}
+		switch rec.Kind {
+		case proto.RecSkip:
+			b.skip(skipReasons[rec.Reason], p)
+		case proto.RecLink:
+			target := rec.Target
+			h, _, err := b.w.storeBlob(int64(len(target)), func(wr io.Writer) (bool, error) { _, err := io.WriteString(wr, target); return true, err })
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			top.entries = append(top.entries, object.TreeEntry{Name: rec.Name, Mode: filemode.Symlink, Hash: h})
+		case proto.RecFile:
+			h, err := b.file(path.Join(p...), rec)
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			mode := filemode.Regular
+			if rec.Stamp.Mode&0o111 != 0 {
+				mode = filemode.Executable
+			}
+			top.entries = append(top.entries, object.TreeEntry{Name: rec.Name, Mode: mode, Hash: h})
 		}
 	}
+	return b.tree(stack[0].entries)
+}
+
+// tree stores a directory's entries as a git tree.
+func (b *build) tree(entries []object.TreeEntry) (plumbing.Hash, error) {
 	// git orders entries as if directories had a trailing slash.
-	sort.Slice(tree.Entries, func(i, j int) bool { return sortKey(tree.Entries[i]) < sortKey(tree.Entries[j]) })
-	obj := wk.w.store.NewEncodedObject()
+	sort.Slice(entries, func(i, j int) bool { return sortKey(entries[i]) < sortKey(entries[j]) })
+	tree := object.Tree{Entries: entries}
+	obj := b.w.store.NewEncodedObject()
 	if err := tree.Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	if wk.w.store.HasEncodedObject(obj.Hash()) == nil {
+	if b.w.store.HasEncodedObject(obj.Hash()) == nil {
 		return obj.Hash(), nil // unchanged since an earlier walk
 	}
-	return wk.w.store.SetEncodedObject(obj)
+	return b.w.store.SetEncodedObject(obj)
 }
 
-// entry records the entry p in the directory open as dirfd. An entry that
-// keeps changing under the walk is left out, and said so.
-func (wk *walk) entry(dirfd int, p []string, depth int) (object.TreeEntry, bool, error) {
-	for range 3 {
-		e, ok, err := wk.try(dirfd, p, depth)
-		if !errors.Is(err, errRaced) {
-			return e, ok, err
+// file stores the regular file rel of rec: its content, the blob the
+// cache has for it, or a marker naming its size.
+func (b *build) file(rel string, rec proto.TreeRecord) (plumbing.Hash, error) {
+	stamp := fromStamp(rec.Stamp)
+	lim := b.w.limits
+	switch rec.Flag {
+	case proto.ContentKnown:
+		if old, ok := b.w.known[rel]; ok && old.same(stamp) {
+			b.next[rel] = old
+			return old.Hash, nil
 		}
+		// Not what the audit has: a runner that lies, or a key that
+		// collided. Nothing to store but the size.
+		return b.marker(rel, stamp, "the runner did not send it", false)
+	case proto.ContentWithheld:
+		if stamp.Size > lim.MaxFileBytes {
+			return b.marker(rel, stamp, fmt.Sprintf("over the per-file cap of %d bytes", lim.MaxFileBytes), true)
+		}
+		return b.marker(rel, stamp, fmt.Sprintf("over the cap of %d bytes read per walk", lim.MaxReadBytes), false)
 	}
-	wk.skip("changed while being recorded", p)
-	return object.TreeEntry{}, false, nil
-}
-
-func (wk *walk) try(dirfd int, p []string, depth int) (object.TreeEntry, bool, error) {
-	name := p[len(p)-1]
-	// O_PATH opens nothing for real: no FIFO blocks, no device wakes up.
-	pfd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return object.TreeEntry{}, false, nil // gone since readdir
-	}
+	h, err := b.w.storeContent(rec.Content, stamp.Size)
 	if err != nil {
-		wk.skip("unreadable", p)
-		return object.TreeEntry{}, false, nil
+		return plumbing.ZeroHash, fmt.Errorf("snapshot %s: %w", bound.String(rel, bound.Line), err)
 	}
-	defer unix.Close(pfd)
-	var st unix.Stat_t
-	if err := unix.Fstat(pfd, &st); err != nil {
-		wk.skip("unreadable", p)
-		return object.TreeEntry{}, false, nil
-	}
-	if st.Dev != wk.dev {
-		wk.skip("on another file system", p)
-		return object.TreeEntry{}, false, nil
-	}
-	kind := st.Mode & unix.S_IFMT
-	if wk.w.exclude != nil && wk.w.exclude.Match(p, kind == unix.S_IFDIR) {
-		return object.TreeEntry{}, false, nil
-	}
-	wk.entries++
-	switch kind {
-	case unix.S_IFLNK:
-		// The link itself, through its own descriptor: never what it names.
-		buf := make([]byte, unix.PathMax)
-		n, err := unix.Readlinkat(pfd, "", buf)
-		if err != nil {
-			wk.skip("unreadable", p)
-			return object.TreeEntry{}, false, nil
-		}
-		h, _, err := wk.w.storeBlob(int64(n), func(wr io.Writer) (bool, error) { _, err := wr.Write(buf[:n]); return true, err })
-		return object.TreeEntry{Name: name, Mode: filemode.Symlink, Hash: h}, err == nil, err
-	case unix.S_IFDIR:
-		if depth >= wk.w.limits.MaxDepth {
-			wk.skip("nested too deep", p)
-			return object.TreeEntry{}, false, nil
-		}
-		// "." from the directory's own descriptor is that very directory.
-		dfd, err := unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			wk.skip("unreadable", p)
-			return object.TreeEntry{}, false, nil
-		}
-		h, err := wk.dir(dfd, p, depth+1)
-		if err != nil || h == emptyTree {
-			return object.TreeEntry{}, false, err // git does not track empty directories
-		}
-		return object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h}, true, nil
-	case unix.S_IFREG:
-		h, err := wk.file(dirfd, p, &st)
-		if err != nil {
-			return object.TreeEntry{}, false, err
-		}
-		mode := filemode.Regular
-		if st.Mode&0o111 != 0 {
-			mode = filemode.Executable
-		}
-		return object.TreeEntry{Name: name, Mode: mode, Hash: h}, true, nil
-	}
-	wk.skip("socket, FIFO or device", p)
-	return object.TreeEntry{}, false, nil
-}
-
-// file stores the regular file p (st: fstat of its O_PATH descriptor).
-func (wk *walk) file(dirfd int, p []string, st *unix.Stat_t) (plumbing.Hash, error) {
-	rel := path.Join(p...)
-	if old, ok := wk.w.known[rel]; ok && old.same(stampOf(st)) {
-		wk.next[rel] = old
-		return old.Hash, nil
-	}
-	lim := wk.w.limits
-	if st.Size > lim.MaxFileBytes {
-		return wk.marker(rel, st, fmt.Sprintf("over the per-file cap of %d bytes", lim.MaxFileBytes), true)
-	}
-	if wk.read+st.Size > lim.MaxReadBytes {
-		return wk.marker(rel, st, fmt.Sprintf("over the cap of %d bytes read per walk", lim.MaxReadBytes), false)
-	}
-	// O_PATH descriptors cannot be read: open the name again, and make
-	// sure it is still the same file. O_NONBLOCK: even if it is a FIFO
-	// by now, the open does not wait.
-	fd, err := unix.Openat(dirfd, p[len(p)-1], unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO) {
-		return plumbing.ZeroHash, errRaced
-	}
+	still, err := b.r.EndContent()
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("snapshot %s: %w", rel, err)
+		return plumbing.ZeroHash, err
 	}
-	defer unix.Close(fd)
-	var rst unix.Stat_t
-	if err := unix.Fstat(fd, &rst); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("snapshot %s: %w", rel, err)
-	}
-	if rst.Dev != st.Dev || rst.Ino != st.Ino || rst.Mode&unix.S_IFMT != unix.S_IFREG || rst.Size > lim.MaxFileBytes {
-		return plumbing.ZeroHash, errRaced
-	}
-	h, complete, err := wk.w.storeFile(fd, rst.Size)
-	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("snapshot %s: %w", rel, err)
-	}
-	wk.read += rst.Size
+	b.read += stamp.Size
 	// Remember the blob only if the file held still while it was read,
 	// and its ctime is old enough that a later change cannot share it
 	// (timestamps are coarse: the same tick can hold two writes).
-	var after unix.Stat_t
-	stamp := stampOf(&rst)
-	if complete && unix.Fstat(fd, &after) == nil && stampOf(&after).same(stamp) &&
-		wk.start.Sub(time.Unix(0, stamp.Ctime)) > racyWindow {
+	if still && b.start.Sub(time.Unix(0, stamp.Ctime)) > racyWindow {
 		stamp.Hash = h
-		wk.next[rel] = stamp
+		b.next[rel] = stamp
 	}
 	return h, nil
 }
 
 // marker stores, instead of a file's content, a line naming its size and
 // change time, so that a change to a large file still shows.
-func (wk *walk) marker(rel string, st *unix.Stat_t, why string, remember bool) (plumbing.Hash, error) {
-	wk.markers++
+func (b *build) marker(rel string, st fileStamp, why string, remember bool) (plumbing.Hash, error) {
+	b.markers++
 	text := fmt.Sprintf("%s %d bytes, changed %s, content not recorded: %s\n", markerPrefix, st.Size,
-		time.Unix(0, st.Ctim.Nano()).UTC().Format(time.RFC3339Nano), why)
-	h, _, err := wk.w.storeBlob(int64(len(text)), func(wr io.Writer) (bool, error) { _, err := io.WriteString(wr, text); return true, err })
+		time.Unix(0, st.Ctime).UTC().Format(time.RFC3339Nano), why)
+	h, _, err := b.w.storeBlob(int64(len(text)), func(wr io.Writer) (bool, error) { _, err := io.WriteString(wr, text); return true, err })
 	if err == nil && remember {
-		stamp := stampOf(st)
-		stamp.Hash = h
-		wk.next[rel] = stamp
+		st.Hash = h
+		b.next[rel] = st
 	}
 	return h, err
 }
@@ -353,29 +329,33 @@ func parseMarker(text string) (size int64, why string, ok bool) {
 	return size, "content not recorded: " + why, ok
 }
 
-func (wk *walk) skip(reason string, p []string) {
-	if wk.counts == nil {
-		wk.counts, wk.skipped = map[string]int{}, map[string][]string{}
+func (b *build) skip(reason string, p []string) {
+	if b.counts == nil {
+		b.counts, b.skipped = map[string]int{}, map[string][]string{}
 	}
-	wk.counts[reason]++
-	if len(wk.skipped[reason]) < 3 {
-		wk.skipped[reason] = append(wk.skipped[reason], path.Join(p...))
+	b.counts[reason]++
+	if len(b.skipped[reason]) < 3 && p != nil {
+		b.skipped[reason] = append(b.skipped[reason], bound.String(path.Join(p...), bound.Line))
 	}
 }
 
 // notes says what the walk left out.
-func (wk *walk) notes() []string {
+func (b *build) notes() []string {
 	var out []string
-	if wk.markers > 0 {
-		out = append(out, fmt.Sprintf("%d large files recorded by size only", wk.markers))
+	if b.markers > 0 {
+		out = append(out, fmt.Sprintf("%d large files recorded by size only", b.markers))
 	}
-	reasons := make([]string, 0, len(wk.counts))
-	for r := range wk.counts {
+	reasons := make([]string, 0, len(b.counts))
+	for r := range b.counts {
 		reasons = append(reasons, r)
 	}
 	sort.Strings(reasons)
 	for _, r := range reasons {
-		out = append(out, fmt.Sprintf("%d entries left out (%s), e.g. %q", wk.counts[r], r, wk.skipped[r]))
+		if r == leftOut && len(b.skipped[r]) == 0 {
+			out = append(out, fmt.Sprintf("%d entries left out (%s)", b.counts[r], r))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%d entries left out (%s), e.g. %q", b.counts[r], r, b.skipped[r]))
 	}
 	return out
 }

@@ -131,10 +131,10 @@ func TestDiffAgainstBase(t *testing.T) {
 	}
 	write(t, dir, ".gitignore", "*.log\n")
 	ctx := context.Background()
-	if _, err := a.SetBase(ctx, dir, p.Commit); err != nil {
+	if _, err := a.SetBase(ctx, HostTree(dir), p.Commit); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := a.Diff(ctx, dir, 0); err != nil || len(d.Files) != 0 || d.Patch != "" {
+	if d, err := a.Diff(ctx, HostTree(dir), 0); err != nil || len(d.Files) != 0 || d.Patch != "" {
 		t.Fatalf("fresh workspace diff: %+v %v", d, err)
 	}
 	write(t, dir, "README.md", "version two\nplus a line\n")          // modified
@@ -144,7 +144,7 @@ func TestDiffAgainstBase(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "gone.txt")); err != nil { // deleted
 		t.Fatal(err)
 	}
-	d, err := a.Diff(ctx, dir, 0)
+	d, err := a.Diff(ctx, HostTree(dir), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestDiffAgainstBase(t *testing.T) {
 			t.Errorf("patch lacks %q:\n%s", s, d.Patch)
 		}
 	}
-	small, _ := a.Diff(ctx, dir, 40)
+	small, _ := a.Diff(ctx, HostTree(dir), 40)
 	if !small.Truncated || len(small.Files) != 5 || len(small.Patch) > 40+100 {
 		t.Errorf("capped diff: truncated %v files %d", small.Truncated, len(small.Files))
 	}
@@ -186,16 +186,16 @@ func TestSnapshotsFormAHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	base, err := a.SetBase(ctx, dir, "empty")
+	base, err := a.SetBase(ctx, HostTree(dir), "empty")
 	if err != nil {
 		t.Fatal(err)
 	}
 	write(t, dir, "a.txt", "2\n")
-	if _, err := a.Snapshot(ctx, dir, "pause"); err != nil {
+	if _, err := a.Snapshot(ctx, HostTree(dir), "pause"); err != nil {
 		t.Fatal(err)
 	}
 	write(t, dir, "b.txt", "3\n")
-	last, err := a.Snapshot(ctx, dir, "archive")
+	last, err := a.Snapshot(ctx, HostTree(dir), "archive")
 	if err != nil {
 		t.Fatal(err)
 	}

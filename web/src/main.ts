@@ -18,6 +18,7 @@ const routes: [RegExp, Loader][] = [
   [/^\/s\/([^/]+)(?:\/(\w+))?$/, async ([id, tab]) => (await import("./pages/session")).sessionPage(decodeURIComponent(id), tab || "activity")],
   [/^\/tasks$/, async () => (await import("./pages/tasks")).tasksPage()],
   [/^\/usage$/, async () => (await import("./pages/usage")).usagePage()],
+  [/^\/identities$/, async () => (await import("./pages/identities")).identitiesPage()],
 ];
 
 const main = h("main", { id: "main", attrs: { tabindex: -1 } });
@@ -32,7 +33,7 @@ function nav(): HTMLElement {
     "header",
     { class: "top" },
     h("a", { class: "brand", attrs: { href: "#/", "aria-label": "warren: sessions" } }, "warren"),
-    h("nav", { attrs: { "aria-label": "Main" } }, link("#/", "Sessions"), link("#/tasks", "Tasks"), link("#/usage", "Usage")),
+    h("nav", { attrs: { "aria-label": "Main" } }, link("#/", "Sessions"), link("#/tasks", "Tasks"), link("#/usage", "Usage"), link("#/identities", "Git")),
     status,
     signOutButton,
   );

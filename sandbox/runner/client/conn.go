@@ -8,6 +8,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -284,3 +285,15 @@ func isClosed(ch chan struct{}) bool {
 
 // credit encodes a Credit frame's body.
 func credit(n int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(n)) }
+
+// DialTLS connects to a runner that listens on a network (warren-runner
+// --listen: a runner in a pod) with mutual TLS, cfg naming the server's
+// certificate and the runner's expected one.
+func DialTLS(ctx context.Context, addr string, cfg *tls.Config) (*Conn, error) {
+	d := tls.Dialer{Config: cfg}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "cannot reach the runner at "+addr+": "+err.Error())
+	}
+	return New(c), nil
+}

@@ -95,7 +95,9 @@ func (st *Stream) Read(p []byte) (int, error) {
 	st.buffered -= n
 	done := st.done
 	st.mu.Unlock()
-	if n > 0 && !done { // no credit for a stream that has ended
+	// Once the reply came the runner sends nothing more on the stream:
+	// credit would only cost a write here and a wake-up there.
+	if n > 0 && !done {
 		_ = st.c.send(proto.Frame{Kind: proto.Credit, Stream: st.id, Body: credit(n)})
 	}
 	return n, nil

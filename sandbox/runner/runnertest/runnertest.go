@@ -35,18 +35,28 @@ func Build(dir string) (string, error) {
 // another uid, names it in $WARREN_RUNNER, runs the tests and removes it:
 // call it from TestMain as os.Exit(runnertest.Main(m)).
 func Main(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "warren-runner-")
+	cleanup, err := Install()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
+	return m.Run()
+}
+
+// Install builds the runner into a temporary directory readable by a jail
+// of another uid and names it in $WARREN_RUNNER; cleanup removes it.
+func Install() (cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "warren-runner-")
+	if err != nil {
+		return nil, err
+	}
 	_ = os.Chmod(dir, 0o755)
 	bin, err := Build(dir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	os.Setenv(env, bin)
-	return m.Run()
+	return func() { os.RemoveAll(dir) }, nil
 }

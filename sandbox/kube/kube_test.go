@@ -1,0 +1,293 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/warrenhq/warren/sandbox/runner/client"
+	"github.com/warrenhq/warren/sandbox/runner/proto"
+	"github.com/warrenhq/warren/sessions/errs"
+)
+
+func newSandboxes(t *testing.T, cl *cluster, cfg Config) *Sandboxes {
+	t.Helper()
+	cfg.Namespace, cfg.Port, cfg.PollEvery = testNS, cl.port, 20*time.Millisecond
+	if cfg.Template == "" {
+		cfg.Template = "warren-session"
+	}
+	s, err := New(ctrlAPI{cl.c}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ping asks the runner for its pid: the process on the host that the
+// harness started (a pod), so the test can tell one pod from the next.
+func ping(t *testing.T, ctx context.Context, c *client.Conn) int {
+	t.Helper()
+	var res proto.PingResult
+	if err := c.Call(ctx, proto.OpPing, proto.PingArgs{}, nil, &res); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	return res.PID
+}
+
+// cwd is where a runner process works: the Sandbox's volume.
+func cwd(t *testing.T, pid int) string {
+	t.Helper()
+	dir, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func alive(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
+}
+
+func getSandbox(t *testing.T, cl *cluster, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(SandboxGVK)
+	return u, cl.c.Get(context.Background(), ctrl.ObjectKey{Namespace: testNS, Name: name}, u)
+}
+
+// A session's life in a fake cluster with real runners: made from the
+// deployment's SandboxTemplate, reached over mutual TLS, suspended (its
+// pod stops), resumed (a new pod over the same volume), deleted (the
+// Sandbox, its certificate and its pod gone).
+func TestSessionSandboxLifecycle(t *testing.T) {
+	cl := newCluster(t)
+	s := newSandboxes(t, cl, Config{})
+	ctx := testCtx(t)
+
+	sb, err := s.Create(ctx, "s-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Name != "warren-s-0123456789abcdef" {
+		t.Errorf("the sandbox is named %q", sb.Name)
+	}
+	obj, err := getSandbox(t, cl, sb.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obj.GetLabels()[LabelSession] != "s-0123456789abcdef" {
+		t.Errorf("the Sandbox's labels %v do not name the session", obj.GetLabels())
+	}
+	if v, ok, _ := unstructured.NestedBool(obj.Object, "spec", "podTemplate", "spec", "automountServiceAccountToken"); !ok || v {
+		t.Error("the session's pod would get a service-account token")
+	}
+	if rc, _, _ := unstructured.NestedString(obj.Object, "spec", "podTemplate", "spec", "runtimeClassName"); rc != "gvisor" {
+		t.Errorf("the session's pod runs in %q, not gVisor", rc)
+	}
+	if claims, _, _ := unstructured.NestedSlice(obj.Object, "spec", "volumeClaimTemplates"); len(claims) != 1 {
+		t.Errorf("the Sandbox has %d volume claims, want the template's workspace", len(claims))
+	}
+
+	conn, err := sb.Runner(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := ping(t, ctx, conn)
+	vol := cl.volume(sb.Name)
+	if vol == "" || cwd(t, first) != vol {
+		t.Fatalf("the runner works in %q, not the Sandbox's volume %q", cwd(t, first), vol)
+	}
+	if again, err := sb.Runner(ctx); err != nil || again != conn {
+		t.Errorf("a second Runner made a second connection (%v)", err)
+	}
+
+	// Suspend: the pod stops; the session cannot be reached until resumed.
+	if err := sb.Suspend(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if alive(first) {
+		t.Error("the pod's runner still runs after Suspend returned")
+	}
+	if mode, _, _ := unstructured.NestedString(mustGet(t, cl, sb.Name).Object, "spec", "operatingMode"); mode != ModeSuspended {
+		t.Errorf("operatingMode is %q after Suspend", mode)
+	}
+	if _, err := sb.Runner(ctx); errs.CodeOf(err) != errs.Conflict {
+		t.Errorf("Runner of a suspended sandbox: %v, want a conflict saying to resume", err)
+	}
+
+	// Resume: a new pod over the same volume.
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err = sb.Runner(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := ping(t, ctx, conn)
+	if second == first || cwd(t, second) != vol {
+		t.Errorf("after resume: pid %d (was %d) in %q, want a new pod in %q", second, first, cwd(t, second), vol)
+	}
+
+	// Delete: the Sandbox and its certificate go, and the pod with them.
+	if err := sb.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := getSandbox(t, cl, sb.Name); !apierrors.IsNotFound(err) {
+		t.Errorf("the Sandbox after Delete: %v", err)
+	}
+	var sec corev1.Secret
+	if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: testNS, Name: secretName(sb.Name)}, &sec); !apierrors.IsNotFound(err) {
+		t.Errorf("the session's certificate Secret after Delete: %v", err)
+	}
+	if _, err := sb.Runner(ctx); errs.CodeOf(err) != errs.NotFound {
+		t.Errorf("Runner of a deleted sandbox: %v, want not_found", err)
+	}
+	for alive(second) {
+		time.Sleep(20 * time.Millisecond) // the harness stops the pod on its next round
+	}
+	if err := sb.Delete(ctx); err != nil {
+		t.Errorf("deleting again: %v", err)
+	}
+}
+
+func mustGet(t *testing.T, cl *cluster, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := getSandbox(t, cl, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// A pod that dies (killed, evicted, its node gone) comes back with its
+// volume; the session's connection ends with the pod, and the next Runner
+// reaches the new pod at its new address.
+func TestPodThatDiesComesBack(t *testing.T) {
+	cl := newCluster(t)
+	s := newSandboxes(t, cl, Config{})
+	ctx := testCtx(t)
+	sb, err := s.Create(ctx, "s-dies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := sb.Runner(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := ping(t, ctx, conn)
+	p := cl.pod(sb.Name)
+	vol := cl.volume(sb.Name)
+	p.cmd.Process.Kill()
+	<-conn.Done()
+	var res proto.PingResult
+	if err := conn.Call(ctx, proto.OpPing, proto.PingArgs{}, nil, &res); !errors.Is(err, client.ErrGone) {
+		t.Fatalf("a call on the dead pod's connection: %v", err)
+	}
+	conn, err = sb.Runner(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := ping(t, ctx, conn)
+	if second == first || cwd(t, second) != vol {
+		t.Errorf("after the pod died: pid %d (was %d) in %q, want a new pod over %q", second, first, cwd(t, second), vol)
+	}
+	if np := cl.pod(sb.Name); np == nil || np.ip == p.ip {
+		t.Errorf("the new pod is not at a new address")
+	}
+}
+
+// A server restarted (or another replica) finds warren's authority in its
+// Secret and reaches the runner the first one certified.
+func TestAnotherServerReachesTheSession(t *testing.T) {
+	cl := newCluster(t)
+	ctx := testCtx(t)
+	sb, err := newSandboxes(t, cl, Config{}).Create(ctx, "s-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := sb.Runner(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := ping(t, ctx, conn)
+
+	other, err := newSandboxes(t, cl, Config{}).Open(ctx, "s-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := other.Runner(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ping(t, ctx, c2); got != pid {
+		t.Errorf("the other server reached pid %d, not the session's %d", got, pid)
+	}
+}
+
+// Ids that cannot name a Kubernetes object are refused, never changed
+// into a name another session could have.
+func TestSandboxNames(t *testing.T) {
+	for _, id := range []string{"S-UPPER", "s_under", "", "s-" + string(make([]byte, 60)), "s-a/b"} {
+		if _, err := Name(id); errs.CodeOf(err) != errs.Invalid {
+			t.Errorf("Name(%q): %v, want invalid", id, err)
+		}
+	}
+	if n, err := Name("s-0123456789abcdef"); err != nil || n != "warren-s-0123456789abcdef" {
+		t.Errorf("Name of a session id: %q %v", n, err)
+	}
+	if _, err := New(nil, Config{Namespace: "x"}); errs.CodeOf(err) != errs.Invalid {
+		t.Errorf("New without a template: %v", err)
+	}
+}
+
+// Suspending a session whose pod has not come up yet (someone waits for
+// it) suspends it: the waiter is told the session is suspended, rather
+// than the suspension waiting behind the waiter.
+func TestSuspendWhileWaitingForThePod(t *testing.T) {
+	cl := newCluster(t)
+	s := newSandboxes(t, cl, Config{})
+	ctx := testCtx(t)
+	name, _ := Name("s-wait")
+	cl.mu.Lock()
+	cl.hold[name] = true
+	cl.mu.Unlock()
+	sb, err := s.Create(ctx, "s-wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := sb.Runner(wctx)
+		waited <- err
+	}()
+	for {
+		st, err := s.state(ctx, name) // the waiter has seen a pod that is not ready
+		if err == nil && st.why != "" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // let the waiter take its lock and poll
+	if err := sb.Suspend(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; errs.CodeOf(err) != errs.Conflict {
+		t.Errorf("the waiter got %v, want a conflict saying the session is suspended", err)
+	}
+}

@@ -1,0 +1,147 @@
+package runner_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/sandbox/runner/client"
+	"github.com/warrenhq/warren/sandbox/runner/pki"
+	"github.com/warrenhq/warren/sandbox/runner/proto"
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
+)
+
+type netRunner struct {
+	addr string
+	ca   *pki.CA
+}
+
+// startNetRunner starts warren-runner --listen on loopback with a
+// certificate of ca, accepting servers whose certificates clientCA issued.
+func startNetRunner(t *testing.T, bin string, ca, clientCA *pki.CA) string {
+	t.Helper()
+	dir := t.TempDir()
+	pair, err := ca.Issue("127.0.0.1", true, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--tls-cert", write("cert.pem", pair.CertPEM),
+		"--tls-key", write("key.pem", pair.KeyPEM), "--tls-client-ca", write("ca.pem", clientCA.PEM))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening on ") {
+		t.Fatalf("the runner did not say where it listens: %q %v", line, err)
+	}
+	return strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+}
+
+func mustCA(t *testing.T, name string) *pki.CA {
+	t.Helper()
+	ca, err := pki.NewCA(name, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+func clientConfig(t *testing.T, runnersCA, clientCA *pki.CA) *tls.Config {
+	t.Helper()
+	own, err := clientCA.Issue("warren-server", false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pki.ClientTLS(runnersCA.PEM, own, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func ping(ctx context.Context, c *client.Conn) error {
+	var res proto.PingResult
+	return c.Call(ctx, proto.OpPing, proto.PingArgs{}, nil, &res)
+}
+
+// The runner a pod would run, reached over TCP: it serves a server with a
+// certificate of the authority it was given, and nobody else; the server
+// talks only to a runner with a certificate of its own authority.
+func TestRunnerOverTCPWithMutualTLS(t *testing.T) {
+	bin, err := runnertest.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := mustCA(t, "warren")
+	addr := startNetRunner(t, bin, ca, ca)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	good, err := client.DialTLS(ctx, addr, clientConfig(t, ca, ca))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	if err := ping(ctx, good); err != nil {
+		t.Fatalf("a server with the right certificate: %v", err)
+	}
+
+	// No client certificate, or one of another authority: refused, and
+	// the runner goes on serving the good connection.
+	noCert := clientConfig(t, ca, ca)
+	noCert.Certificates = nil
+	other := mustCA(t, "someone else")
+	for name, cfg := range map[string]*tls.Config{"no certificate": noCert, "another authority": clientConfig(t, ca, other)} {
+		c, err := client.DialTLS(ctx, addr, cfg)
+		if err == nil {
+			err = ping(ctx, c)
+			c.Close()
+		}
+		if err == nil {
+			t.Errorf("a server with %s was served", name)
+		}
+	}
+	if err := ping(ctx, good); err != nil {
+		t.Fatalf("the good connection after refused ones: %v", err)
+	}
+
+	// A runner whose certificate another authority issued is not
+	// believed, whatever it says.
+	impostor := startNetRunner(t, bin, other, ca)
+	if c, err := client.DialTLS(ctx, impostor, clientConfig(t, ca, ca)); err == nil {
+		if err := ping(ctx, c); err == nil {
+			t.Error("the server talked to a runner its authority did not certify")
+		}
+		c.Close()
+	}
+}
+
+// --listen without the certificates refuses to start, saying why.
+func TestRunnerRefusesANetworkWithoutTLS(t *testing.T) {
+	bin, err := runnertest.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--listen", "127.0.0.1:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--tls-client-ca") {
+		t.Fatalf("--listen without TLS: %v %s", err, out)
+	}
+}
