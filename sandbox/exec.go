@@ -47,6 +47,9 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 
 	c := &ended{j: j, text: command, opts: opts, died: died, start: now()}
 	c.out = [2]*capBuffer{newCapBuffer(maxOut), newCapBuffer(maxOut)}
+	if j.direct() {
+		return s.execDirect(ctx, c, j, command, timeout)
+	}
 	args := proto.ShellExecArgs{Length: len(command), TimeoutMS: timeout.Milliseconds(), Exports: j.exports}
 	if !j.shellUp {
 		args.Init, args.NProc = s.initScript(), s.processLimit()

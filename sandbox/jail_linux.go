@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warrenhq/warren/sandbox/runner"
 	"github.com/warrenhq/warren/sandbox/runner/client"
 )
 
@@ -40,6 +41,11 @@ type jail struct {
 	// process from the others.
 	runner   *client.Conn
 	runnerID fileID
+	// pipes are the server's ends of the shell's pipes, until driver (made
+	// by the first command: attach) takes them.
+	pipesMu sync.Mutex
+	pipes   runner.DriverPipes
+	driver  *runner.Driver
 	// remote: the runner is on the network (NewNetShell); the jail is
 	// its connection, with no process of this host.
 	remote bool
@@ -187,6 +193,7 @@ func startJail(spec jailSpec) (*jail, error) {
 	}
 	if rn.host != nil {
 		j.runner, j.runnerID = rn.connect(), rn.id
+		j.pipes, rn.shellHost = rn.shellHost, runner.DriverPipes{}
 	}
 	if err := eg.attach(); err != nil {
 		j.kill()
@@ -297,6 +304,7 @@ func (j *jail) kill() {
 	if j.runner != nil {
 		j.runner.Close()
 	}
+	j.closePipes()
 }
 
 // exitStatus turns a process state into a shell-style exit code.

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/sandbox/runner"
 	"github.com/warrenhq/warren/sandbox/runner/client"
 )
 
@@ -17,6 +18,11 @@ type runnerFiles struct {
 	jail *os.File // the jail's end of the socket pair
 	host *os.File // the server's end
 	id   fileID   // the binary's identity, to tell the runner's process from others
+	// The shell's pipes (proto.OpShellAttach): the jail's ends (stdin's
+	// read end, the status, stdout and stderr write ends), and the
+	// server's, which a command's bytes go through.
+	shellJail []*os.File
+	shellHost runner.DriverPipes
 }
 
 // fileID identifies a file by device and inode.
@@ -46,12 +52,31 @@ func openRunner(path string, next int, fds *JailFDs) (*runnerFiles, error) {
 	// The server's end is non-blocking: its reads wait in Go's poller, not
 	// in a thread parked in read(2) (a round trip costs half as much).
 	_ = unix.SetNonblock(sp[0], true)
-	return &runnerFiles{bin: bin, host: os.NewFile(uintptr(sp[0]), "runner"), jail: os.NewFile(uintptr(sp[1]), "runner-jail"),
-		id: fileID{uint64(st.Dev), st.Ino}}, nil
+	f := &runnerFiles{bin: bin, host: os.NewFile(uintptr(sp[0]), "runner"), jail: os.NewFile(uintptr(sp[1]), "runner-jail"),
+		id: fileID{uint64(st.Dev), st.Ino}}
+	var pipes [4][2]*os.File // stdin, status, stdout, stderr: read and write ends
+	for i := range pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			f.close()
+			f.bin.Close()
+			f.jail.Close()
+			for _, p := range pipes[:i] {
+				p[0].Close()
+				p[1].Close()
+			}
+			return nil, fmt.Errorf("start jail: the shell's pipes: %w", err)
+		}
+		pipes[i] = [2]*os.File{r, w}
+	}
+	f.shellJail = []*os.File{pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]}
+	f.shellHost = runner.DriverPipes{Stdin: pipes[0][1], Status: pipes[1][0], Stdout: pipes[2][0], Stderr: pipes[3][0]}
+	fds.Shell = next + 2
+	return f, nil
 }
 
 // child returns the descriptors the jail inherits, in fds order.
-func (f *runnerFiles) child() []*os.File { return []*os.File{f.bin, f.jail} }
+func (f *runnerFiles) child() []*os.File { return append([]*os.File{f.bin, f.jail}, f.shellJail...) }
 
 // connect hands the server's end to a client; the caller owns it.
 func (f *runnerFiles) connect() *client.Conn {
@@ -65,6 +90,17 @@ func (f *runnerFiles) close() {
 	if f.host != nil {
 		f.host.Close()
 	}
+	f.closeShellHost()
+}
+
+// closeShellHost closes the server's ends of the shell's pipes.
+func (f *runnerFiles) closeShellHost() {
+	for _, p := range []*os.File{f.shellHost.Stdin, f.shellHost.Status, f.shellHost.Stdout, f.shellHost.Stderr} {
+		if p != nil {
+			p.Close()
+		}
+	}
+	f.shellHost = runner.DriverPipes{}
 }
 
 // isRunner reports whether the host process pid runs the runner's binary
@@ -91,12 +127,21 @@ func runnerCommand(p Profile, fds JailFDs, command []string) []string {
 	}
 	own := []int{fds.Runner, fds.Conn}
 	args := " --conn " + strconv.Itoa(fds.Conn)
+	if fds.Shell >= 3 {
+		own = append(own, fds.Shell, fds.Shell+1, fds.Shell+2, fds.Shell+3)
+		args += " --shell-fds " + strconv.Itoa(fds.Shell) + "," + strconv.Itoa(fds.Shell+1) + "," +
+			strconv.Itoa(fds.Shell+2) + "," + strconv.Itoa(fds.Shell+3)
+	}
 	if p.Egress != nil && fds.ProxyCtl >= 3 {
 		own = append(own, fds.ProxyCtl)
 		args += " --netfwd 127.0.0.1:" + strconv.Itoa(p.Egress.port()) + " " + strconv.Itoa(fds.ProxyCtl)
 	}
 	var closeOthers []string
-	for fd := 3; fd <= 9; fd++ {
+	last := 9
+	for _, o := range own {
+		last = max(last, o)
+	}
+	for fd := 3; fd <= last; fd++ {
 		mine := false
 		for _, o := range own {
 			mine = mine || o == fd

@@ -48,6 +48,9 @@ type shellState struct {
 	busy  bool       // a command runs
 	p     *shellProc
 	ended bool // the shell has ended: the runner is on its way out
+	// attached: the shell runs on the server's pipes (shell.attach); the
+	// server runs its commands, and shell.exec is refused.
+	attached bool
 
 	// Held by the command that runs (busy):
 	prefix     string // random per runner, so nonces cannot be guessed
@@ -58,7 +61,7 @@ type shellState struct {
 
 // shellProc is one running /bin/sh.
 type shellProc struct {
-	proc   *os.Process
+	kill9  func() // SIGKILL to the shell
 	pid    int
 	stdin  *os.File
 	status *os.File // the read end of the shell's stdout
@@ -108,6 +111,9 @@ func (s *shellState) exec(c *Call) (any, error) {
 	case s.ended:
 		s.mu.Unlock()
 		return nil, proto.Errorf(proto.CodeUnavailable, "the shell has ended")
+	case s.attached:
+		s.mu.Unlock()
+		return nil, proto.Errorf(proto.CodeInvalid, "the shell is attached to the server, which runs its commands")
 	}
 	s.busy = true
 	p := s.p
@@ -132,7 +138,7 @@ func (s *shellState) exec(c *Call) (any, error) {
 		s.mu.Unlock()
 		go s.watch(p)
 	}
-	res := s.run(c, p, a, command)
+	res := s.run(c.Ctx, newSink(c), p, a, command)
 	if res.ShellEnded {
 		s.mu.Lock()
 		s.ended = true
@@ -233,7 +239,7 @@ func startShell(init string, nproc uint64) (*shellProc, error) {
 		}
 		return nil, proto.Errorf(proto.CodeInternal, "start the shell: %v", err)
 	}
-	p := &shellProc{proc: proc, pid: proc.Pid, stdin: inW, status: stR, exited: make(chan struct{}), statusDirty: true}
+	p := &shellProc{kill9: func() { _ = proc.Kill() }, pid: proc.Pid, stdin: inW, status: stR, exited: make(chan struct{}), statusDirty: true}
 	go func() {
 		ps, _ := proc.Wait()
 		p.exitCode = exitStatus(ps)
@@ -287,7 +293,7 @@ func (p *shellProc) alive() bool {
 // kill kills the shell (not its children: they hold the jail, which the
 // server replaces once the runner reports the shell's end).
 func (p *shellProc) kill() {
-	_ = p.proc.Kill()
+	p.kill9()
 	select {
 	case <-p.exited:
 	case <-time.After(2 * time.Second):

@@ -149,6 +149,15 @@ type sink struct {
 
 func newSink(c *Call) *sink { return &sink{c: c, last: -1} }
 
+// recorder takes a command's output as records of a tag (proto.RecStdout,
+// RecStderr, RecExports): the runner's sink sends them on the call's
+// stream; a Driver's hands them to the server directly.
+type recorder interface {
+	feed(tag byte) func([]byte)
+	write(tag byte, b []byte)
+	close()
+}
+
 // feed returns a feed for tag's pipe.
 func (k *sink) feed(tag byte) func([]byte) {
 	return func(b []byte) { k.write(tag, b) }

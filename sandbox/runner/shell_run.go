@@ -13,7 +13,7 @@ import (
 // run is the bookkeeping of one command while it executes.
 type run struct {
 	nonce  string
-	sink   *sink
+	sink   recorder
 	status []byte // what the status pipe carried since the command began
 	rec    statusRecord
 	recOK  bool // rec holds the command's complete status record
@@ -24,12 +24,12 @@ type run struct {
 
 // run runs one command in p and returns its result; its output has gone
 // to c's stream as records.
-func (s *shellState) run(c *Call, p *shellProc, a proto.ShellExecArgs, command string) proto.ShellExecResult {
+func (s *shellState) run(ctx context.Context, out recorder, p *shellProc, a proto.ShellExecArgs, command string) proto.ShellExecResult {
 	timeout := time.Duration(a.TimeoutMS) * time.Millisecond
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
-	r := &run{nonce: s.nextNonce(), sink: newSink(c)}
+	r := &run{nonce: s.nextNonce(), sink: out}
 	// What the pipes hold now is not this command's: a background job's
 	// chatter since the last command, or the rest of an interrupted one.
 	p.pipes[0].drain(r.sink.feed(proto.RecStdout))
@@ -43,7 +43,7 @@ func (s *shellState) run(c *Call, p *shellProc, a proto.ShellExecArgs, command s
 	if _, err := io.WriteString(p.stdin, script(command, r.nonce)); err != nil {
 		res = r.died(p, res) // the shell died between commands
 	} else {
-		res = s.wait(c.Ctx, p, r, deadline)
+		res = s.wait(ctx, p, r, deadline)
 	}
 	if !res.ShellEnded && MayStartJobs(command) {
 		// Children alive now are background jobs: a later timeout spares them.

@@ -83,3 +83,28 @@ type ShellLimitArgs struct {
 	// means none.
 	FileSize int64 `json:"file_size"`
 }
+
+// OpShellAttach starts the jail's shell on the pipes the server made at
+// the jail's start (the runner's --shell-fds), whose other ends the server
+// holds: the runner is the shell's parent and owns its life (the process
+// limit, signals, its end, which ends the runner and the jail with the
+// shell's status), while a command's bytes go between the server and the
+// shell directly (ShellAttachArgs, ShellAttachResult). The server then
+// writes the init script and each command's script to the shell's stdin
+// and reads its output and status records itself, with the same code as
+// OpShellExec (runner.Driver). A runner started without the pipes refuses
+// it; a runner whose shell is attached refuses OpShellExec.
+const OpShellAttach = "shell.attach"
+
+// ShellAttachArgs are the arguments of OpShellAttach.
+type ShellAttachArgs struct {
+	// NProc is the shell's RLIMIT_NPROC (0: none), set before the shell
+	// reads its first line.
+	NProc uint64 `json:"nproc,omitempty"`
+}
+
+// ShellAttachResult is the result of OpShellAttach.
+type ShellAttachResult struct {
+	// PID is the shell's pid in the jail.
+	PID int `json:"pid"`
+}
