@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warrenhq/warren/sandbox/runner"
 	"github.com/warrenhq/warren/sandbox/runner/proto"
 )
@@ -40,9 +42,20 @@ func (s *Shell) attach(ctx context.Context, j *jail) error {
 	if pid <= 0 {
 		return fmt.Errorf("start jail: the runner started no shell")
 	}
+	// Killed through a pidfd: a shell that has died and been reaped since
+	// frees its pid, and a signal by number could reach whatever took it.
+	kill := func() { _ = syscall.Kill(pid, syscall.SIGKILL) }
+	if pfd, err := unix.PidfdOpen(pid, 0); err == nil {
+		pidfd := os.NewFile(uintptr(pfd), "shell-pidfd")
+		kill = func() {
+			if rc, err := pidfd.SyscallConn(); err == nil {
+				_ = rc.Control(func(fd uintptr) { _ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) })
+			}
+		}
+		go func() { <-j.exited; pidfd.Close() }()
+	}
 	d, err := runner.NewDriver(j.pipes, runner.DriverProc{PID: pid, Exited: j.exited,
-		ExitCode: func() int { return j.exitCode },
-		Kill:     func() { _ = syscall.Kill(pid, syscall.SIGKILL) }})
+		ExitCode: func() int { return j.exitCode }, Kill: kill})
 	if err != nil {
 		return fmt.Errorf("start jail: the shell's pipes: %w", err)
 	}
