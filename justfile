@@ -68,6 +68,10 @@ bench-mcp: test-deps
 bench-sessions: test-deps
     go test -run '^$' -bench Sessions200 -benchtime 1x ./cmd/warren/
 
+# Two 'serve http' replicas on one PostgreSQL: calls/s on one and on two, a call that moves the jail between them, takeover after kill -9.
+bench-replicas: test-deps
+    go test -run '^$' -bench Replicas -benchtime 1x ./cmd/warren/ | grep -v '^ *e2e_helpers_test'
+
 # Task board: claim and update p50 on a board of 1,000 tasks and 1 MB, against the 5 ms target (fails when over).
 bench-tasks:
     go test -run '^$' -bench BoardOps -benchtime 1x ./tasks/

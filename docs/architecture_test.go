@@ -97,9 +97,14 @@ func TestImportDirections(t *testing.T) {
 		{"sandbox imports no other warren package but sessions/errs and sessions/bound",
 			func(p string) bool { return under(p, "sandbox") }, true,
 			func(d string) bool { return external(d) || under(d, "sandbox") || under(d, leaves...) }},
-		{"tasks, metering, mcp/tokens and mcp/oauth import no other domain package (and never sessions)",
-			func(p string) bool { return under(p, "tasks", "metering", "mcp/tokens", "mcp/oauth") }, true,
+		{"metering, mcp/tokens and mcp/oauth import no other domain package (and never sessions)",
+			func(p string) bool { return under(p, "metering", "mcp/tokens", "mcp/oauth") }, true,
 			func(d string) bool { return external(d) || under(d, leaves...) }},
+		{"tasks imports no other domain package (and never sessions or sandbox's jails): it speaks the runner protocol (sandbox/runner/proto, sandbox/runner/client) to a runner it is handed, for a board in a workspace",
+			func(p string) bool { return under(p, "tasks") }, true,
+			func(d string) bool {
+				return external(d) || under(d, leaves...) || under(d, "sandbox/runner/proto", "sandbox/runner/client")
+			}},
 		{"sessions does not import mcp, agent, tasks, metering, web or cmd: they use it",
 			func(p string) bool { return p == "sessions" || under(p, "sessions/workspace") }, true,
 			func(d string) bool { return !under(d, "mcp", "agent", "tasks", "metering", "web", "cmd") }},

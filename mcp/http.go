@@ -52,6 +52,10 @@ type HTTPOptions struct {
 	// its endpoints are served, its access tokens accepted besides the
 	// personal access tokens of Tokens, and a 401 names its metadata.
 	OAuth *oauth.Server
+	// SharedSessions, when set, keeps the MCP session ids of the 2025
+	// revisions where other replicas find them (PostgreSQL): a client's
+	// session continues whichever replica its next request reaches.
+	SharedSessions SharedSessions
 }
 
 // Console is the web console as the HTTP transport mounts it (package web).
@@ -73,7 +77,8 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	s.events = newEventStore(eventsPerSession, eventsTotal, eventsMaxAge)
-	s.owners = newSessionOwners()
+	s.owners = newSessionOwners(opts.SharedSessions)
+	s.deps.shared.p.Store(s.owners)
 	// An event store and no standalone GET stream: with mcp-go v1.2.1 this
 	// keeps progress notifications on the POST's own SSE stream, in order,
 	// before the response; the GET stream would otherwise compete for them.

@@ -46,6 +46,9 @@ type deps struct {
 	// command as a job; 0 means DefaultYield.
 	shellYield time.Duration
 	notes      *notifier
+	// shared holds the MCP sessions' owners when replicas share them
+	// (http_sessions_client.go).
+	shared sharedOwners
 	// watchers counts each user's session_watch calls in flight.
 	watchers watchSlots
 	// clientLevels are the log levels clients set (logging/setLevel).

@@ -80,6 +80,8 @@ func New(opts Options) (*Server, error) {
 	hooks.AddAfterSetLevel(d.clientLevels.set)
 	hooks.AddOnUnregisterSession(d.clientLevels.forget)
 	hooks.AddBeforeInitialize(boundClientInfo)
+	hooks.AddAfterInitialize(d.shared.recordClient) // http_sessions_client.go
+	hooks.AddBeforeAny(d.shared.restoreClient)
 	s := server.NewMCPServer("warren", version,
 		server.WithElicitation(), // agent_run asks approvals
 		server.WithToolCapabilities(false),

@@ -130,6 +130,17 @@ func startJail(spec jailSpec) (*jail, error) {
 			closeAll()
 			return nil, err
 		}
+		if err := rn.openShellPipes(&fds); err != nil {
+			rn.close()
+			rn.bin.Close()
+			rn.jail.Close()
+			eg.close()
+			for _, f := range eg.child {
+				f.Close()
+			}
+			closeAll()
+			return nil, err
+		}
 		extra = append(extra, rn.child()...)
 	} else {
 		fds.Runner, fds.Conn = -1, -1

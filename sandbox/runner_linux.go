@@ -52,27 +52,30 @@ func openRunner(path string, next int, fds *JailFDs) (*runnerFiles, error) {
 	// The server's end is non-blocking: its reads wait in Go's poller, not
 	// in a thread parked in read(2) (a round trip costs half as much).
 	_ = unix.SetNonblock(sp[0], true)
-	f := &runnerFiles{bin: bin, host: os.NewFile(uintptr(sp[0]), "runner"), jail: os.NewFile(uintptr(sp[1]), "runner-jail"),
-		id: fileID{uint64(st.Dev), st.Ino}}
+	return &runnerFiles{bin: bin, host: os.NewFile(uintptr(sp[0]), "runner"), jail: os.NewFile(uintptr(sp[1]), "runner-jail"),
+		id: fileID{uint64(st.Dev), st.Ino}}, nil
+}
+
+// openShellPipes makes the shell's pipes (proto.OpShellAttach), numbered
+// in fds after the runner's connection. The caller closes the jail's ends
+// once the jail has them (child), and owns the server's (shellHost).
+func (f *runnerFiles) openShellPipes(fds *JailFDs) error {
 	var pipes [4][2]*os.File // stdin, status, stdout, stderr: read and write ends
 	for i := range pipes {
 		r, w, err := os.Pipe()
 		if err != nil {
-			f.close()
-			f.bin.Close()
-			f.jail.Close()
 			for _, p := range pipes[:i] {
 				p[0].Close()
 				p[1].Close()
 			}
-			return nil, fmt.Errorf("start jail: the shell's pipes: %w", err)
+			return fmt.Errorf("start jail: the shell's pipes: %w", err)
 		}
 		pipes[i] = [2]*os.File{r, w}
 	}
 	f.shellJail = []*os.File{pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]}
 	f.shellHost = runner.DriverPipes{Stdin: pipes[0][1], Status: pipes[1][0], Stdout: pipes[2][0], Stderr: pipes[3][0]}
-	fds.Shell = next + 2
-	return f, nil
+	fds.Shell = fds.Conn + 1
+	return nil
 }
 
 // child returns the descriptors the jail inherits, in fds order.

@@ -305,6 +305,11 @@ func (m *Manager) Pause(ctx context.Context, user, id string) (*Session, error) 
 	if err := m.guard(s); err != nil {
 		return nil, err
 	}
+	// Among replicas, the one driving the jail lets it go first, its
+	// command ended: the session is paused where nothing runs.
+	if err := m.leases.hold(ctx, s); err != nil {
+		return nil, err
+	}
 	if err := m.idleShell(ctx, s, "pause"); err != nil {
 		return nil, err
 	}
@@ -341,6 +346,10 @@ func (m *Manager) Archive(ctx context.Context, user, id string) (*Session, error
 		return nil, &StateError{ID: s.ID, State: st, Action: "archive"}
 	}
 	if err := m.guard(s); err != nil {
+		unlock()
+		return nil, err
+	}
+	if err := m.leases.hold(ctx, s); err != nil { // as for Pause
 		unlock()
 		return nil, err
 	}

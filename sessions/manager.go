@@ -70,6 +70,12 @@ type Config struct {
 	OnEnd func(ctx context.Context, sessionID string)
 	// Network is the network policy: modes allowed, default, the proxy.
 	Network NetworkConfig
+	// Lease, when set, makes this manager one replica of several on one
+	// database: it drives a session's jail only while it holds the
+	// session's lease (lease.go). Nil: the only server (SQLite).
+	Lease *LeaseConfig
+	// LeaseLog, when set, hears of this replica's lease changes.
+	LeaseLog func(msg, sessionID string, epoch int64)
 }
 
 // Manager maps (user, session id) to sessions and their live shells. Shells
@@ -105,6 +111,7 @@ type Manager struct {
 	jobs       *jobs  // every session's command line (jobs.go)
 	usageCheck UsageCheck
 	stopReaper context.CancelFunc
+	leases     *leaser // nil without Config.Lease
 }
 
 // live is a session's shell object and when it was last handed out.
@@ -152,6 +159,12 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 		quota: quotas{m: map[string]*usage{}}, saver: newSaver(store)}
 	// A command's end queues its state even when nobody collects its result.
 	m.jobs = newJobs(func(j *Job) { m.queueState(j.session, j.runner) })
+	if cfg.Lease != nil {
+		if m.leases, err = newLeaser(m, store.db, *cfg.Lease); err != nil {
+			m.saver.close(context.Background())
+			return nil, err
+		}
+	}
 	return m, nil
 }
 
@@ -229,6 +242,10 @@ func (m *Manager) remember(s *Session) *Session {
 // a process) with the session's saved state. An archived session's shell
 // binds its workspace read-only, but Open refuses to run it at all.
 func (m *Manager) Shell(s *Session) (Runner, error) {
+	// Among replicas, only the lease's holder drives the jail (lease.go).
+	if err := m.leases.hold(context.Background(), s); err != nil {
+		return nil, err
+	}
 	if sh := m.liveShell(s.ID); sh != nil {
 		return sh, nil
 	}
@@ -420,7 +437,7 @@ func (m *Manager) queueState(s *Session, sh Runner) {
 	s.shellFrom.live, s.shellFrom.version = l, v
 	s.mu.Unlock()
 	if !same {
-		m.saver.queue(s.ID, st)
+		m.saver.queueFenced(s.ID, st, m.leases.fence(s.ID))
 	}
 }
 
@@ -513,11 +530,13 @@ func (m *Manager) Close(ctx context.Context) error {
 		if s := known[id]; s != nil {
 			m.queueState(s, l.sh)
 		} else {
-			m.saver.queue(id, l.sh.State())
+			m.saver.queueFenced(id, l.sh.State(), m.leases.fence(id))
 		}
 		l.sh.Close()
 	}
-	return m.saver.close(ctx)
+	err := m.saver.close(ctx)
+	m.leases.close() // after the states are written under them
+	return err
 }
 
 // sessionState returns the cached state of session id ("" if unknown).

@@ -24,7 +24,8 @@ func TestMain(m *testing.M) {
 	}
 	code := sqltest.Run(m, "TestLifecycleTransitions|TestOwnershipAndSessionCap|TestDefaultSessions|TestBindDirGetsItsOwnDefaultSession|"+
 		"TestShellStateSurvivesARestartAndIdleStops|TestPauseStopsTheShell|TestDeleteByAnotherProcessStopsTheShell|"+
-		"TestCopyOfASessionTakesItsCurrentState|TestSessionErrorsCarryCodes|TestRunningShellCapStopsTheLeastRecentlyUsed|TestNetworkLog")
+		"TestCopyOfASessionTakesItsCurrentState|TestSessionErrorsCarryCodes|TestRunningShellCapStopsTheLeastRecentlyUsed|TestNetworkLog|"+
+		"TestLease|TestStaleLease|TestNoLeases|TestMCPSessions")
 	cleanup()
 	os.Exit(code)
 }

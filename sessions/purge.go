@@ -105,7 +105,10 @@ func (st *Store) purge(ctx context.Context, id string) error {
 		return fmt.Errorf("remove session %s: %w", id, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after commit
-	for _, q := range []string{`DELETE FROM network_log WHERE session_id = ?`, `DELETE FROM sessions WHERE id = ?`} {
+	// The lease goes too: a replica still driving the deleted session's
+	// jail finds its lease gone at its next renewal and stops the jail.
+	for _, q := range []string{`DELETE FROM network_log WHERE session_id = ?`, `DELETE FROM session_leases WHERE session_id = ?`,
+		`DELETE FROM sessions WHERE id = ?`} {
 		if _, err := tx.ExecContext(ctx, q, id); err != nil {
 			return fmt.Errorf("remove session %s: %w", id, err)
 		}

@@ -43,6 +43,10 @@ type NotSavedError struct {
 }
 
 func (e *NotSavedError) Error() string {
+	if errors.Is(e.Cause, ErrLeaseLost) {
+		return "cwd and exports after this command were not saved: " + e.Reason() + " (this replica's lease " +
+			"on the session was lost), and the session goes on there from its last saved state"
+	}
 	return "cwd and exports are not yet saved: " + e.Reason() + "; they will be retried until they are " +
 		"(a crash of the server before then loses them)"
 }
@@ -53,6 +57,8 @@ func (e *NotSavedError) Reason() string {
 	case e.Cause == nil, errors.Is(e.Cause, sqlite3.BUSY), errors.Is(e.Cause, sqlite3.INTERRUPT),
 		errors.Is(e.Cause, context.DeadlineExceeded):
 		return "the database is busy (another process holds its write lock)"
+	case errors.Is(e.Cause, ErrLeaseLost):
+		return "another replica took the session over"
 	case errors.Is(e.Cause, sqlite3.FULL):
 		return "the disk holding the database is full"
 	}
@@ -70,8 +76,9 @@ func (e *NotSavedError) ErrorCode() errs.Code { return errs.Unavailable }
 func (e *NotSavedError) Unwrap() error { return e.Cause }
 
 type queuedState struct {
-	st  ShellState
-	seq uint64
+	st    ShellState
+	seq   uint64
+	fence leaseFence // the lease it was made under (lease.go); zero: none
 }
 
 // saver writes the newest shell state of each session, in order, and
@@ -86,6 +93,7 @@ type saver struct {
 	pending map[string]queuedState // newest state not yet taken by the writer
 	queued  map[string]uint64      // newest seq queued per session
 	saved   map[string]uint64      // newest seq written per session
+	fenced  map[string]uint64      // newest seq refused: its lease was lost (lease.go)
 	busy    bool                   // the writer holds states taken from pending
 	lastErr error                  // the last write's error, nil after a success
 	changed chan struct{}
@@ -98,7 +106,7 @@ type saver struct {
 
 func newSaver(store *Store) *saver {
 	sv := &saver{store: store, pending: map[string]queuedState{}, queued: map[string]uint64{},
-		saved: map[string]uint64{}, changed: make(chan struct{}), kick: make(chan struct{}, 1),
+		saved: map[string]uint64{}, fenced: map[string]uint64{}, changed: make(chan struct{}), kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), exited: make(chan struct{})}
 	go sv.run()
 	return sv
@@ -106,10 +114,16 @@ func newSaver(store *Store) *saver {
 
 // queue hands st to the writer and returns its sequence number.
 func (sv *saver) queue(id string, st ShellState) uint64 {
+	return sv.queueFenced(id, st, leaseFence{})
+}
+
+// queueFenced is queue for a state that may be written only while the
+// session's lease is still fence (lease.go).
+func (sv *saver) queueFenced(id string, st ShellState, fence leaseFence) uint64 {
 	sv.mu.Lock()
 	sv.seq++
 	seq := sv.seq
-	sv.pending[id] = queuedState{st: st, seq: seq}
+	sv.pending[id] = queuedState{st: st, seq: seq, fence: fence}
 	sv.queued[id] = seq
 	sv.mu.Unlock()
 	sv.poke()
@@ -129,15 +143,19 @@ func (sv *saver) poke() {
 func (sv *saver) written(id string) bool {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	return sv.saved[id] >= sv.queued[id]
+	return sv.saved[id] >= sv.queued[id] && sv.fenced[id] != sv.queued[id]
 }
 
 func (sv *saver) wait(ctx context.Context, id string) error {
 	for {
 		sv.mu.Lock()
 		done := sv.saved[id] >= sv.queued[id]
+		lost := sv.fenced[id] == sv.queued[id] && sv.queued[id] > 0
 		ch, cause := sv.changed, sv.lastErr
 		sv.mu.Unlock()
+		if done && lost {
+			return &NotSavedError{Cause: ErrLeaseLost}
+		}
 		if done {
 			return nil
 		}
@@ -200,9 +218,9 @@ func (sv *saver) run() {
 				break
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), saveAttempt)
-			err := sv.store.saveShells(ctx, batch)
+			fenced, err := sv.store.saveShells(ctx, batch)
 			cancel()
-			sv.done(batch, err)
+			sv.done(batch, fenced, err)
 			if err == nil {
 				delay = retryFirst
 				continue
@@ -223,7 +241,7 @@ func (sv *saver) run() {
 
 // done records the outcome of writing batch: a failed state goes back in
 // the queue unless a newer one of its session arrived meanwhile.
-func (sv *saver) done(batch map[string]queuedState, err error) {
+func (sv *saver) done(batch map[string]queuedState, fenced map[string]bool, err error) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	sv.lastErr = err
@@ -231,6 +249,9 @@ func (sv *saver) done(batch map[string]queuedState, err error) {
 		switch {
 		case err == nil:
 			sv.saved[id] = max(sv.saved[id], q.seq)
+			if fenced[id] {
+				sv.fenced[id] = q.seq // kept from the database for good: retrying cannot help
+			}
 		case sv.pending[id].seq < q.seq:
 			sv.pending[id] = q
 		}
@@ -240,22 +261,37 @@ func (sv *saver) done(batch map[string]queuedState, err error) {
 	sv.changed = make(chan struct{})
 }
 
-// saveShells writes the shell states of several sessions in one transaction.
-func (st *Store) saveShells(ctx context.Context, batch map[string]queuedState) error {
+// saveShells writes the shell states of several sessions in one
+// transaction. A state whose lease was lost is not written: fenced names
+// those.
+func (st *Store) saveShells(ctx context.Context, batch map[string]queuedState) (fenced map[string]bool, err error) {
 	tx, err := st.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("save shell state: %w", err)
+		return nil, fmt.Errorf("save shell state: %w", err)
 	}
 	defer tx.Rollback()
 	for id, q := range batch {
-		if err := saveShell(ctx, tx, st.Now(), id, q.st); err != nil {
-			return err
+		if q.fence == (leaseFence{}) {
+			if err := saveShell(ctx, tx, st.Now(), id, q.st); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		ok, err := saveFenced(ctx, tx, st.Now(), id, q.st, q.fence)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			if fenced == nil {
+				fenced = map[string]bool{}
+			}
+			fenced[id] = true
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("save shell state: %w", err)
+		return nil, fmt.Errorf("save shell state: %w", err)
 	}
-	return nil
+	return fenced, nil
 }
 
 // execer is a *sql.DB or a *sql.Tx.

@@ -35,6 +35,16 @@ type jailed struct {
 func newJailed(t *testing.T) *jailed {
 	t.Helper()
 	data, ws, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	// The board's jail runs as the workspace's owner, as a session's
+	// does: under root, another uid, which must be able to reach it.
+	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(ws, jailUID, jailUID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	decoy := filepath.Join(outside, "shadow")
 	if err := os.WriteFile(decoy, []byte(secret+"\n- [ ] T-7 Decoy task\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -78,9 +88,18 @@ func (j *jailed) check(texts ...string) {
 	}
 }
 
+// jailUID is the workspace's owner under root, whom its jails run as.
+const jailUID = 4242
+
 func (j *jailed) mkdocs() {
-	if err := os.MkdirAll(filepath.Join(j.ws, "docs"), 0o755); err != nil {
+	docs := filepath.Join(j.ws, "docs")
+	if err := os.MkdirAll(docs, 0o755); err != nil {
 		j.t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(docs, jailUID, jailUID); err != nil {
+			j.t.Fatal(err)
+		}
 	}
 }
 

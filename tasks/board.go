@@ -32,12 +32,11 @@ type Options struct {
 	// Path is the TASKS.md file. It need not exist yet: it is created on
 	// the first change.
 	Path string
-	// Root is the directory, chosen by the operator, that holds Path: the
-	// workspace for <workspace>/docs/TASKS.md. Every name of Path below it
-	// may be the jail's, so it is opened without following links, and
-	// missing directories are created (owned like Root). Empty: Path's
-	// own directory.
-	Root string
+	// File reaches Path: RunnerFile for a board in a workspace, whose
+	// names are the jails'. Nil: the server reads and writes Path itself,
+	// for a board outside every workspace (see BoardFile). The Board
+	// closes it.
+	File BoardFile
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Lease is used by Claim and Renew when they are given no lease;
@@ -63,7 +62,8 @@ type Board struct {
 	db       *sql.DB
 	id       int64
 	path     string
-	loc      location
+	file     BoardFile
+	host     *hostFile // file, when the server reaches it itself
 	now      func() time.Time
 	lease    time.Duration
 	coalesce time.Duration
@@ -87,7 +87,10 @@ type Board struct {
 	// settle is settleTime; tests that never write in place set it to 0.
 	settle time.Duration
 	// write replaces the file; tests swap it to make writes fail.
-	write func(l location, d *fileDir, data []byte, was current) (string, error)
+	write func(ctx context.Context, data []byte, was current) (FileStamp, error)
+	// step, set only by tests (setStep), runs between the steps of a
+	// sync: the moments a hand edit or a change can race a write.
+	step func(name string)
 }
 
 // Open applies the package's migrations to db and returns the board of
@@ -103,21 +106,18 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Board, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open board: %w", err)
 	}
-	root := opts.Root
-	if root != "" {
-		if root, err = filepath.Abs(root); err != nil {
-			return nil, fmt.Errorf("open board: %w", err)
-		}
-	}
-	loc, err := newLocation(root, path)
-	if err != nil {
-		return nil, err
-	}
 	if err := Migrate(ctx, db); err != nil {
 		return nil, err
 	}
-	b := &Board{db: db, path: path, loc: loc, now: opts.Now, lease: opts.Lease, coalesce: opts.Coalesce,
-		write: location.write, lockFD: -1, settle: settleTime, pg: sqlschema.DialectOf(db) == sqlschema.Postgres}
+	b := &Board{db: db, path: path, file: opts.File, now: opts.Now, lease: opts.Lease, coalesce: opts.Coalesce,
+		lockFD: -1, settle: settleTime, pg: sqlschema.DialectOf(db) == sqlschema.Postgres}
+	if b.file == nil {
+		b.host = newHostFile(path)
+		b.file = b.host
+	}
+	b.write = func(ctx context.Context, data []byte, was current) (FileStamp, error) {
+		return b.file.Write(ctx, data, was.stamp)
+	}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -141,6 +141,32 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Board, error) {
 
 // Path returns the absolute path of the board's TASKS.md.
 func (b *Board) Path() string { return b.path }
+
+// at runs the test hook of a step; nil in production.
+func (b *Board) at(name string) {
+	if b.step != nil {
+		b.step(name)
+	}
+}
+
+// setStep sets the test hook of the steps of a sync, and of a write the
+// server makes itself.
+func (b *Board) setStep(fn func(string)) {
+	b.step = fn
+	if b.host != nil {
+		b.host.step = fn
+	}
+}
+
+// statSig is the signature of the file as it is now: the cheap check
+// that tells whether anyone touched it since the last sync.
+func (b *Board) statSig(ctx context.Context) string {
+	s, err := b.file.Stat(ctx)
+	if err != nil {
+		return "unreadable"
+	}
+	return s.sig()
+}
 
 // Migrate applies the embedded migrations the database does not have yet
 // (see package sqlschema). Open calls it; it is exported for tools that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
 )
 
@@ -34,8 +36,18 @@ func (c *clock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// TestMain runs the tests on SQLite, then on PostgreSQL (sqltest).
-func TestMain(m *testing.M) { sqltest.Main(m, "") }
+// TestMain runs the tests on SQLite, then on PostgreSQL (sqltest), with
+// the runner built for the boards in a workspace (openIn).
+func TestMain(m *testing.M) {
+	cleanup, err := runnertest.Install()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := sqltest.Run(m, "")
+	cleanup()
+	os.Exit(code)
+}
 
 // openDB opens the data directory's database the way cmd/warren does: a
 // real SQLite file, or on the PostgreSQL pass a real PostgreSQL database.

@@ -85,7 +85,7 @@ func conflictOf(st *state, n int) Conflict {
 // stop the change, which stands on the board: it comes back as a warning.
 // A file the board cannot read as tasks (an id used twice) stops it.
 func (b *Board) prepare(ctx context.Context) (warn error, err error) {
-	sig := b.loc.stat()
+	sig := b.statSig(ctx)
 	if b.wrote(sig) {
 		return nil, nil // the file this Board wrote last: no hand edit
 	}

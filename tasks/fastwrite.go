@@ -7,8 +7,6 @@ import (
 	"maps"
 	"sort"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // A server's Board writes the file after every change before the change
@@ -55,12 +53,13 @@ func (c *fileCache) saveDue(pause time.Duration) bool {
 
 // keepCache remembers the file a whole sync left, for the fast writes of a
 // server's Board (Options.Coalesce); a CLI's Board writes once and exits.
-func (b *Board) keepCache(st *state, out []byte, sig string) {
+func (b *Board) keepCache(st *state, out []byte, stamp FileStamp) {
 	if b.coalesce <= 0 {
 		return
 	}
 	base := st.newBase()
-	b.cache = &fileCache{sig: sig, cur: current{raw: out, exists: true, sig: sig}, doc: st.doc, base: base, dbSig: sig,
+	sig := stamp.sig()
+	b.cache = &fileCache{sig: sig, cur: currentOf(out, stamp), doc: st.doc, base: base, dbSig: sig,
 		conflicts: maps.Clone(st.conflicts)}
 }
 
@@ -68,7 +67,7 @@ func (b *Board) keepCache(st *state, out []byte, sig string) {
 // file this Board wrote last: no database read. It reports false, having
 // changed nothing, when that takes a whole sync: the file changed since,
 // or a new task would not read back.
-func (b *Board) fastSync(dirty map[int]*item) (bool, error) {
+func (b *Board) fastSync(ctx context.Context, dirty map[int]*item) (bool, error) {
 	c := b.cache
 	// On failure, the base stays (the ancestor of the file for the whole
 	// sync that follows) but the document goes: it may be half changed,
@@ -80,15 +79,10 @@ func (b *Board) fastSync(dirty map[int]*item) (bool, error) {
 		}
 	}()
 	b.cache = nil // kept whole only on success
-	dir, err := b.loc.openDir(false)
-	if err != nil || dir == nil {
-		return false, nil
-	}
-	defer dir.close()
-	var fst unix.Stat_t
-	if b.loc.statIn(dir, &fst) != c.sig {
-		return false, nil // a hand edit: merge it
-	}
+	// No look at the file first: the write is a compare-and-write
+	// against the file this Board wrote last, and fails, changing
+	// nothing, when a hand edit replaced it; the whole sync then merges
+	// it. (A look would cost a round trip to the board's runner.)
 	nums := make([]int, 0, len(dirty))
 	for n := range dirty {
 		nums = append(nums, n)
@@ -128,15 +122,15 @@ func (b *Board) fastSync(dirty map[int]*item) (bool, error) {
 	} else {
 		out = c.doc.render(len(c.cur.raw) + 4096)
 	}
-	b.loc.at("rendered")
+	b.at("rendered")
 	if b.beforeWrite != nil {
 		b.beforeWrite()
 	}
-	written, err := b.write(b.loc, dir, out, c.cur)
+	written, err := b.write(ctx, out, c.cur)
 	if err != nil {
 		return false, nil // a hand edit since, or the whole sync reports it
 	}
-	b.setWritten(written)
+	b.setWritten(written.sig())
 	// The old bytes are garbage now, but their buffer renders the next write.
 	c.spare = c.cur.raw
 	for n, d := range changed {
@@ -145,7 +139,7 @@ func (b *Board) fastSync(dirty map[int]*item) (bool, error) {
 	if !c.unsaved {
 		c.since = time.Now()
 	}
-	c.sig, c.cur, c.unsaved, c.wrote = written, current{raw: out, exists: true, sig: written}, true, time.Now()
+	c.sig, c.cur, c.unsaved, c.wrote = written.sig(), currentOf(out, written), true, time.Now()
 	b.cache = c
 	return true, nil
 }
@@ -179,7 +173,7 @@ func (b *Board) saveCache(ctx context.Context) error {
 		return fmt.Errorf("save board: the board was synced elsewhere")
 	}
 	c.dbSig, c.unsaved = c.sig, false
-	b.loc.at("settled")
+	b.at("settled")
 	return nil
 }
 

@@ -172,7 +172,7 @@ func TestHandEditBetweenSyncSteps(t *testing.T) {
 			if err := m.round(b, &notes); err != nil {
 				t.Fatal(err)
 			}
-			b.loc.step = func(string) {
+			b.setStep(func(string) {
 				steps++
 				if _, _, err := b.changeOnce(ctx, 1, func(_ context.Context, e *edit) error {
 					e.note = &Note{At: e.now.Truncate(60e9), By: agent.User, Text: fmt.Sprint("count ", steps)}
@@ -180,11 +180,11 @@ func TestHandEditBetweenSyncSteps(t *testing.T) {
 				}); err != nil {
 					t.Fatal(err)
 				}
-			}
+			})
 			if err := m.round(b, &notes); err != nil {
 				t.Fatal(err)
 			}
-			b.loc.step = nil
+			b.setStep(nil)
 		}
 		for _, rename := range []bool{false, true} {
 			for r := 0; r < steps; r++ {
@@ -194,7 +194,7 @@ func TestHandEditBetweenSyncSteps(t *testing.T) {
 					p := &person{t: t, path: b.path, rename: rename}
 					var notes []acked
 					at, saved := 0, false
-					b.loc.step = func(step string) {
+					b.setStep(func(step string) {
 						k := at
 						at++
 						// An agent's note, committed at this step.
@@ -215,13 +215,13 @@ func TestHandEditBetweenSyncSteps(t *testing.T) {
 							p.save(k)
 							saved = true
 						}
-					}
+					})
 					for range 2 {
 						if err := m.round(b, &notes); err != nil && !errors.Is(err, ErrConflict) {
 							t.Fatalf("%s: round: %v", name, err)
 						}
 					}
-					b.loc.step = nil
+					b.setStep(nil)
 					if !saved {
 						p.save(at) // after both rounds: some take fewer steps
 					}
@@ -295,11 +295,11 @@ func TestNotesSurviveHandEditsAndSyncs(t *testing.T) {
 	}
 	os.WriteFile(path, []byte(sb.String()), 0o644)
 	db := openDB(t, dir)
-	server, err := Open(ctx, db, Options{Path: path, Root: dir, Coalesce: 5 * time.Millisecond})
+	server, err := Open(ctx, db, Options{Path: path, Coalesce: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := Open(ctx, db, Options{Path: path, Root: dir})
+	cli, err := Open(ctx, db, Options{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,8 +42,17 @@ type SyncReport struct {
 	Conflicts []Conflict
 }
 
-// errFileChanged says the file changed while we were rewriting it.
-var errFileChanged = errors.New("file changed during sync")
+// current is the file as a sync read it: its bytes and its stamp.
+type current struct {
+	raw    []byte
+	exists bool
+	sig    string // stamp.sig()
+	stamp  FileStamp
+}
+
+func currentOf(raw []byte, s FileStamp) current {
+	return current{raw: raw, exists: s.Exists, sig: s.sig(), stamp: s}
+}
 
 // state is one read-merge-write cycle.
 type state struct {
@@ -90,7 +99,7 @@ func (b *Board) sync(ctx context.Context, resolve map[int]Side, fn check) (*stat
 func (b *Board) syncLocked(ctx context.Context, resolve map[int]Side, fn check, fast bool) (*state, error) {
 	gen, dirty := b.takeDirty()
 	if fast && resolve == nil && fn == nil && b.cache != nil && b.cache.doc != nil {
-		if ok, err := b.fastSync(dirty); ok {
+		if ok, err := b.fastSync(ctx, dirty); ok {
 			b.finish(gen, err)
 			return nil, err
 		}
@@ -128,48 +137,38 @@ func (e *fileError) Error() string { return e.err.Error() }
 func (e *fileError) Unwrap() error { return e.err }
 
 func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check, prev *fileCache) (*state, error) {
-	dir, err := b.loc.openDir(false)
+	b.at("open")
+	cur, err := b.readSettled(ctx)
 	if err != nil {
 		return nil, &fileError{err}
 	}
-	if dir != nil {
-		defer func() { dir.close() }()
-	}
-	b.loc.at("open")
-	cur := current{sig: "missing"}
-	if dir != nil {
-		if cur, err = b.readSettled(dir); err != nil {
-			return nil, &fileError{err}
-		}
-		b.cleanTemps(dir)
-	}
-	b.loc.at("read")
+	b.at("read")
 	st := &state{board: b, now: b.now().UTC(), doc: parse(cur.raw), resolve: resolve, prev: prev}
 	if st.file, err = fileItems(st.doc, b.path); err != nil {
 		return nil, err
 	}
-	b.loc.at("parsed")
+	b.at("parsed")
 	// Most syncs have no hand edit to take: they only read the database,
 	// which also works on a full disk.
 	if err := b.merge(ctx, st, cur.exists, false); err != nil {
 		return nil, err
 	}
-	b.loc.at("loaded")
+	b.at("loaded")
 	if len(st.dirty) > 0 || st.nextNum > st.row.next {
 		if err := b.merge(ctx, st, cur.exists, true); err != nil {
 			return nil, err
 		}
 	}
-	b.loc.at("merged")
+	b.at("merged")
 	if fn != nil {
 		if err := fn(st); err != nil {
 			return nil, err
 		}
 	}
 	out := st.render()
-	b.loc.at("rendered")
+	b.at("rendered")
 	var writeErr error
-	sig := cur.sig
+	stamp := cur.stamp
 	st.inFile = bytes.Equal(out, cur.raw) && cur.exists
 	if !cur.exists && len(st.db) == 0 {
 		// An empty board and no file agree: creating docs/TASKS.md in a
@@ -178,18 +177,15 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check, pr
 	}
 	if !st.inFile {
 		writeErr = st.verify(out)
-		if writeErr == nil && dir == nil {
-			dir, writeErr = b.loc.openDir(true)
-		}
 		if writeErr == nil {
 			if b.beforeWrite != nil {
 				b.beforeWrite()
 			}
-			var written string
-			written, writeErr = b.write(b.loc, dir, out, cur)
+			var written FileStamp
+			written, writeErr = b.write(ctx, out, cur)
 			if writeErr == nil {
-				sig = written
-				b.setWritten(sig)
+				stamp = written
+				b.setWritten(stamp.sig())
 			}
 		}
 		if errors.Is(writeErr, errFileChanged) {
@@ -201,15 +197,15 @@ func (b *Board) syncOnce(ctx context.Context, resolve map[int]Side, fn check, pr
 	// The board is the source of truth, so its changes stand even when
 	// the file cannot be written; the base then still says what the file
 	// says, and the next sync writes the changes or reports a conflict.
-	if err := saveSynced(ctx, b.db, b.id, st.row, st.newBase(), sig, st.conflicts, st.now); err != nil {
+	if err := saveSynced(ctx, b.db, b.id, st.row, st.newBase(), stamp.sig(), st.conflicts, st.now); err != nil {
 		return nil, err
 	}
-	b.loc.at("saved")
+	b.at("saved")
 	if writeErr != nil {
 		return st, &unwrittenError{path: b.path, err: writeErr}
 	}
 	if st.inFile && cur.exists || st.report.Written {
-		b.keepCache(st, out, sig)
+		b.keepCache(st, out, stamp)
 	}
 	return st, nil
 }
@@ -222,13 +218,17 @@ const settleTime = 50 * time.Millisecond
 // readSettled reads the file once nobody has written it for settleTime,
 // waiting at most about a second; this Board's own writes are complete
 // and need no wait.
-func (b *Board) readSettled(dir *fileDir) (current, error) {
+func (b *Board) readSettled(ctx context.Context) (current, error) {
 	for i := 0; ; i++ {
-		cur, err := b.loc.read(dir)
-		if err != nil || !cur.exists || b.wrote(cur.sig) || i >= 20 {
-			return cur, err
+		raw, s, err := b.file.Read(ctx)
+		if err != nil {
+			return current{}, err
 		}
-		age := time.Since(time.Unix(cur.st.Ctim.Unix()))
+		cur := currentOf(raw, s)
+		if !cur.exists || b.wrote(cur.sig) || i >= 20 {
+			return cur, nil
+		}
+		age := time.Since(time.Unix(0, s.Ctime))
 		if age >= b.settle || age < -time.Second {
 			return cur, nil // settled, or a clock that went back: read as is
 		}

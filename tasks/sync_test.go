@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"strings"
@@ -82,7 +83,7 @@ func TestHandEditDuringWrite(t *testing.T) {
 // function is called.
 func failWrites(f *fixture) (restore func()) {
 	write := f.board.write
-	f.board.write = func(location, *fileDir, []byte, current) (string, error) { return "", errors.New("disk full") }
+	f.board.write = func(context.Context, []byte, current) (FileStamp, error) { return FileStamp{}, errors.New("disk full") }
 	return func() { f.board.write = write }
 }
 

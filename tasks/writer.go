@@ -26,8 +26,7 @@ type writer struct {
 	timer   *time.Timer // set while a background sync is scheduled
 	running sync.WaitGroup
 	closed  bool
-	written string    // signature of the file this Board wrote last
-	cleaned time.Time // when cleanTemps last ran
+	written string // signature of the file this Board wrote last
 
 	gen     uint64        // changes counted so far, in commit order
 	doneGen uint64        // every change up to this one is in the file, or failed with doneErr
@@ -155,7 +154,7 @@ func (b *Board) background(ctx context.Context, now bool) {
 		return
 	}
 	defer unlock()
-	if c := b.cache; c != nil && b.loc.stat() == c.sig {
+	if c := b.cache; c != nil && b.statSig(ctx) == c.sig {
 		if !c.unsaved {
 			return
 		}
@@ -204,6 +203,9 @@ func (b *Board) Close(ctx context.Context) error {
 		unix.Close(b.lockFD)
 		b.lockFD = -1
 	}
+	if cerr := b.file.Close(); err == nil {
+		err = cerr
+	}
 	return err
 }
 
@@ -220,20 +222,6 @@ func (b *Board) wrote(sig string) bool {
 	b.w.mu.Lock()
 	defer b.w.mu.Unlock()
 	return sig != "" && sig == b.w.written
-}
-
-// cleanTemps removes stale temporary files, at most once a minute.
-func (b *Board) cleanTemps(d *fileDir) {
-	now := time.Now()
-	b.w.mu.Lock()
-	due := now.Sub(b.w.cleaned) >= staleTemp
-	if due {
-		b.w.cleaned = now
-	}
-	b.w.mu.Unlock()
-	if due {
-		b.loc.cleanTemps(d, now)
-	}
 }
 
 // openLock opens the lock file next to the database's file (-1 for a

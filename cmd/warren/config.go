@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/warrenhq/warren/metering"
+	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/tasks"
 )
@@ -105,9 +106,9 @@ func jsonError(data []byte, err error) string {
 // boardPath picks the task board: --tasks, else the config's tasks_file,
 // else the default session workspace's docs/TASKS.md (--workspace DIR),
 // else <data-dir>/TASKS.md, shared by every user's default session. root
-// is the directory the board is opened from: the workspace when the board
-// is inside it (every name below it is the jail's, and is opened without
-// following links), else the file's own directory.
+// is the workspace when the board is inside it (every name below it is
+// the jail's: the board reaches it through a runner of its own), else
+// empty.
 func boardPath(c *cli.Context, cfg *config, dataDir string) (path, root string) {
 	switch {
 	case c.String("tasks") != "":
@@ -136,10 +137,41 @@ const boardCoalesce = 200 * time.Millisecond
 
 // openBoard opens the task board the flags and config name. coalesce is
 // zero for the CLI, whose one change is written before it exits.
+//
+// A board in a workspace is read and written by a runner in a jail of the
+// board's own (sandbox.RunnerJail), which binds the workspace and nothing
+// else, started on the board's first use of its file and again whenever
+// it has ended: the workspace's names are the jails', and no process
+// outside a jail opens them. A board outside every workspace (the data
+// directory, or a --tasks path elsewhere) is the operator's file, which
+// no jail sees: the server reads and writes it itself.
 func openBoard(c *cli.Context, db *sql.DB, cfg *config, dataDir string, coalesce time.Duration) (*tasks.Board, error) {
 	path, root := boardPath(c, cfg, dataDir)
-	b, err := tasks.Open(c.Context, db, tasks.Options{Path: path, Root: root, Coalesce: coalesce})
+	opts := tasks.Options{Path: path, Coalesce: coalesce}
+	if root != "" {
+		j, err := sandbox.NewRunnerJail(root, sandbox.RunnerJailOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("open task board: %w", err)
+		}
+		opts.File, err = tasks.RunnerFile(tasks.RunnerOptions{Conn: j.Runner, Workspace: root, Path: path, Close: j.Close})
+		if err == nil {
+			// Started now, before any session's jail: a root server hands
+			// the workspace to the jail's uid (an ACL grant, a walk of
+			// the tree) before the jails that could race it exist. A jail
+			// that cannot start does not stop the board, which works from
+			// the database: each call says why the file was not written.
+			_, _ = j.Runner(c.Context)
+		}
+		if err != nil {
+			j.Close()
+			return nil, fmt.Errorf("open task board: %w", err)
+		}
+	}
+	b, err := tasks.Open(c.Context, db, opts)
 	if err != nil {
+		if opts.File != nil {
+			opts.File.Close()
+		}
 		return nil, fmt.Errorf("open task board: %w", err)
 	}
 	return b, nil

@@ -85,7 +85,7 @@ func TestTaskBoardJailSwapsLinks(t *testing.T) {
 
 // Issue 10 item 13: a workspace without docs/ gets its board written.
 func TestTaskBoardWithoutDocsDir(t *testing.T) {
-	data, ws := t.TempDir(), t.TempDir()
+	data, ws := t.TempDir(), jailDir(t) // the board's jail, as a session's, must reach it
 	agent := serveStdio(t, "--data-dir", data, "--workspace", ws)
 	got := agent.ok("task_add", map[string]any{"title": "First"})
 	if w, ok := got["warning"]; ok {
@@ -96,6 +96,29 @@ func TestTaskBoardWithoutDocsDir(t *testing.T) {
 		t.Fatalf("task_list without docs/ warns: %v", w)
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "docs", "TASKS.md")); err != nil || string(b) != "- [ ] T-1 First\n" {
+		t.Fatalf("docs/TASKS.md = %q, %v", b, err)
+	}
+}
+
+// The board's runner is in a jail of its own: a session that kills every
+// process it can (its uid is the board runner's, the workspace's owner)
+// and replaces the board's file by hand leaves the board working, its
+// file written by the board's runner, never by the session's.
+func TestTaskBoardSurvivesASessionKillingEverything(t *testing.T) {
+	needJail(t)
+	data, ws := t.TempDir(), jailDir(t)
+	agent := serveStdio(t, "--data-dir", data, "--workspace", ws)
+	if got := agent.ok("task_add", map[string]any{"title": "Before"}); got["warning"] != nil {
+		t.Fatalf("task_add: %v", got["warning"])
+	}
+	agent.call("shell_exec", map[string]any{"command": "kill -9 -1; sleep 1"})
+	agent.exec("printf -- '- [ ] T-1 Before, edited\\n' > /workspace/docs/TASKS.md.new && mv /workspace/docs/TASKS.md.new /workspace/docs/TASKS.md")
+	got := agent.ok("task_add", map[string]any{"title": "After"})
+	if got["warning"] != nil {
+		t.Fatalf("task_add after the session killed what it could: %v", got["warning"])
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "docs", "TASKS.md"))
+	if err != nil || string(b) != "- [ ] T-1 Before, edited\n- [ ] T-2 After\n" {
 		t.Fatalf("docs/TASKS.md = %q, %v", b, err)
 	}
 }

@@ -228,6 +228,10 @@ func runServeStdio(c *cli.Context) error {
 	return err
 }
 
+// mcpSessionTTL is how long an MCP session unused on every replica is
+// kept: mcp-go's idle sweep of each replica's own (WithSessionIdleTTL).
+const mcpSessionTTL = 30 * time.Minute
+
 func runServeHTTP(c *cli.Context) error {
 	addr := c.String("addr")
 	host, _, err := net.SplitHostPort(addr)
@@ -254,6 +258,9 @@ func runServeHTTP(c *cli.Context) error {
 
 	opts := mcp.HTTPOptions{LocalUser: sessions.LocalUser(), AllowedOrigins: c.StringSlice("allow-origin"), BodyTimeout: c.Duration("body-timeout"),
 		Metrics: svc.tel.metrics, Ready: svc.tel.ready}
+	if svc.sessions.ReplicaID() != "" { // replicas on PostgreSQL: MCP sessions continue on any of them
+		opts.SharedSessions = sessions.NewMCPSessions(svc.db, mcpSessionTTL)
+	}
 	var firstToken string
 	if authMode == "token" {
 		if opts.Tokens, err = tokens.Open(c.Context, svc.db); err != nil {

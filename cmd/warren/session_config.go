@@ -32,6 +32,8 @@ func sessionFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "audit-exclude", Usage: "a path (gitignore syntax, e.g. node_modules/) that session snapshots and diffs leave out; repeat for more. Nothing in a workspace can exclude anything"},
 		&cli.BoolFlag{Name: "allow-host-network", Usage: "serve http: let clients give a session the server's whole network (network mode host; always allowed on stdio)"},
 		&cli.BoolFlag{Name: "allow-local-sources", Usage: "serve http: let session_create clone or bind paths of this host and file:// URLs (always allowed on stdio and with --auth none)"},
+		&cli.StringFlag{Name: "replica-id", EnvVars: []string{"WARREN_REPLICA_ID"}, Usage: "with --database postgres://: this replica's name in the session leases, logs and /metrics, unique among the replicas (default: hostname-pid-random; see docs/replicas.md)"},
+		&cli.DurationFlag{Name: "lease-ttl", Value: 5 * time.Second, Usage: "with --database postgres://: how long a replica's lease on a session's jail lasts unless renewed: how soon another replica takes over the sessions of one that died"},
 	}
 }
 
@@ -52,7 +54,24 @@ func sessionConfig(c *cli.Context, dir string) (sessions.Config, error) {
 	// The processes of a user's jails together: as many as their jails may
 	// hold, written on the user's cgroup so the bound is explicit.
 	user.PIDs = int64(user.Jails) * sandbox.DefaultProfile("/").Limits.PIDs
+	var lease *sessions.LeaseConfig
+	if isPostgresURL(c.String("database")) {
+		// Replicas may share this database (and so may the CLI, for a
+		// moment): one process at a time drives each session's jail.
+		if c.Duration("lease-ttl") < time.Second {
+			return sessions.Config{}, cli.Exit("--lease-ttl must be at least 1s", 2)
+		}
+		lease = &sessions.LeaseConfig{TTL: c.Duration("lease-ttl")}
+		if c.Command.Name == "http" || c.Command.Name == "stdio" {
+			// Only a server takes the configured id: a CLI command run
+			// beside a replica (whose environment may set it) must not
+			// pass for that replica, whose leases a new holder of its id
+			// gives up.
+			lease.ReplicaID = c.String("replica-id")
+		}
+	}
 	return sessions.Config{
+		Lease:   lease,
 		DataDir: dir, BindDir: c.String("workspace"),
 		AllowLocalSources: c.Command.Name == "stdio" || c.String("auth") == "none" || c.Bool("allow-local-sources"),
 		// Token holders are not the operator: https to public hosts only.
@@ -81,12 +100,24 @@ func newSessionManager(c *cli.Context, store *sessions.Store, db *sql.DB, dir st
 		return nil, nil, err
 	}
 	cfg.Network = net
+	if cfg.Lease != nil {
+		if cfg.Lease.ReplicaID == "" {
+			cfg.Lease.ReplicaID = sessions.AutoReplicaID()
+		}
+		replica := cfg.Lease.ReplicaID
+		cfg.LeaseLog = func(msg, id string, epoch int64) {
+			log.Info().Str("replica", replica).Str("session", id).Int64("epoch", epoch).Msg(msg)
+		}
+	}
 	mgr, err := sessions.NewManager(store, cfg)
 	if err != nil {
 		stopNet()
 		return nil, nil, err
 	}
 	mgr.StartReaper(context.Background())
+	if id := mgr.ReplicaID(); id != "" {
+		log.Info().Str("replica", id).Dur("lease_ttl", c.Duration("lease-ttl")).Msg("replica on a shared database: sessions are leased")
+	}
 	return mgr, stopNet, nil
 }
 

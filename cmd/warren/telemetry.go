@@ -35,6 +35,7 @@ func metricsAddrFlag() cli.Flag {
 func dataDirCollectors(db *sql.DB, dir string) []prometheus.Collector {
 	return []prometheus.Collector{
 		sessions.StateCollector(db),
+		sessions.LeaseStateCollector(db),
 		tasks.LeaseCollector(db),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "warren_data_dir_free_bytes",
@@ -60,6 +61,7 @@ func newRegistry(svc *services) (*prometheus.Registry, error) {
 	}
 	cs := append(dataDirCollectors(svc.db, svc.dataDir),
 		svc.sessions.QuotaCollector(),
+		svc.sessions.LeaseCollector(),
 		collectors.NewDBStatsCollector(svc.db, "warren"),
 		busyRetries,
 		collectors.NewGoCollector(),

@@ -12,6 +12,7 @@ import (
 	"github.com/warrenhq/warren/mcp"
 	"github.com/warrenhq/warren/metering"
 	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/tasks"
 )
 
@@ -39,7 +40,8 @@ func TestMonitoringDocsNameRealMetrics(t *testing.T) {
 	known := map[string]bool{"warren_sessions_quota_used_ratio_max": true} // per Manager: see sessions/metrics.go
 	descs := make(chan *prometheus.Desc, 100)
 	reg.Describe(descs)
-	busyRetries.Describe(descs) // the database's, registered in newRegistry
+	busyRetries.Describe(descs)                            // the database's, registered in newRegistry
+	(&sessions.Manager{}).LeaseCollector().Describe(descs) // per Manager, like the quota ratio
 	for _, c := range dataDirCollectors(nil, t.TempDir()) {
 		c.Describe(descs)
 	}

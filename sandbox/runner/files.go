@@ -62,6 +62,9 @@ func (w *workspace) read(c *Call) (any, error) {
 	if err := decodeFileArgs(c, &a, &a.Limit); err != nil {
 		return nil, err
 	}
+	if a.Exact {
+		return w.readExact(a, c.Out), nil
+	}
 	root, err := w.open()
 	if err != nil {
 		return nil, err
@@ -158,6 +161,9 @@ func (w *workspace) write(c *Call) (any, error) {
 	if err := decodeFileArgs(c, &a, &a.Limit); err != nil {
 		return nil, err
 	}
+	if a.Exact {
+		return w.writeExact(a, c.In)
+	}
 	data, err := readInput(c)
 	if err != nil {
 		return nil, err
@@ -252,6 +258,9 @@ func (w *workspace) stat(c *Call) (any, error) {
 	var a proto.FileStatArgs
 	if err := c.DecodeArgs(&a); err != nil {
 		return nil, err
+	}
+	if a.Exact {
+		return w.statExact(a.Path), nil
 	}
 	root, err := w.open()
 	if err != nil {

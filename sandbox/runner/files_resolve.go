@@ -25,6 +25,7 @@ type workspace struct {
 
 	mu   sync.Mutex
 	root *os.Root
+	fd   int // an O_PATH descriptor of dir, for exact operations (files_exact.go); 0 until opened
 }
 
 // open returns the workspace's root, opened once for the runner's life

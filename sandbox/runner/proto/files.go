@@ -29,6 +29,7 @@ const MaxFileLimit = 64 << 20
 type FileReadArgs struct {
 	Path  string `json:"path"`
 	Limit int64  `json:"limit"`
+	Exact bool   `json:"exact,omitempty"`
 }
 
 // FileReadResult is the result of OpFileRead: where the jail sees the
@@ -36,6 +37,7 @@ type FileReadArgs struct {
 type FileReadResult struct {
 	Jail  string     `json:"jail,omitempty"`
 	Size  int64      `json:"size"`
+	Stamp *FileStamp `json:"stamp,omitempty"`
 	Fault *FileFault `json:"fault,omitempty"`
 }
 
@@ -44,11 +46,21 @@ type FileReadResult struct {
 // MaxGrow, unless negative, refuses a write that would make the file
 // grow by more than that many bytes: nothing is written, and the result
 // says by how much it would have grown (Refused), for the quota.
+//
+// With Exact (see Exact reads), IfMissing or IfStamp make the write a
+// compare-and-write: it is made only while the file is still missing, or
+// still the version IfStamp names, else it fails with a changed fault and
+// nothing is written; an exact write is synced to disk before the rename,
+// and removes the temporary files of the same name that a killed writer
+// left behind more than a minute ago.
 type FileWriteArgs struct {
-	Path    string `json:"path"`
-	Append  bool   `json:"append,omitempty"`
-	Limit   int64  `json:"limit,omitempty"`
-	MaxGrow int64  `json:"max_grow"`
+	Path      string     `json:"path"`
+	Append    bool       `json:"append,omitempty"`
+	Limit     int64      `json:"limit,omitempty"`
+	MaxGrow   int64      `json:"max_grow"`
+	Exact     bool       `json:"exact,omitempty"`
+	IfMissing bool       `json:"if_missing,omitempty"`
+	IfStamp   *FileStamp `json:"if_stamp,omitempty"`
 }
 
 // FileWriteResult is the result of OpFileWrite and the core of
@@ -59,6 +71,7 @@ type FileWriteResult struct {
 	OldSize int64      `json:"old_size"`
 	Size    int64      `json:"size"`
 	Refused bool       `json:"refused,omitempty"`
+	Stamp   *FileStamp `json:"stamp,omitempty"`
 	Fault   *FileFault `json:"fault,omitempty"`
 }
 
@@ -84,7 +97,8 @@ type FileEditResult struct {
 
 // FileStatArgs are the arguments of OpFileStat.
 type FileStatArgs struct {
-	Path string `json:"path"`
+	Path  string `json:"path"`
+	Exact bool   `json:"exact,omitempty"`
 }
 
 // FileStatResult is the result of OpFileStat: where the jail sees the
@@ -95,7 +109,30 @@ type FileStatResult struct {
 	Exists bool       `json:"exists"`
 	Type   string     `json:"type,omitempty"`
 	Size   int64      `json:"size"`
+	Stamp  *FileStamp `json:"stamp,omitempty"`
 	Fault  *FileFault `json:"fault,omitempty"`
+}
+
+// An exact operation (Exact in its arguments) reaches the entry the path
+// names and nothing else, for a file whose every version matters (the
+// task board's TASKS.md): the path is relative to the workspace, with no
+// "..", no symbolic link anywhere along it (a FaultLink names the first
+// one), and a regular file is refused when it has other hard links
+// (FaultHardLinks). Its result carries the file's Stamp, and a write's
+// the stamp of the file it made. A missing directory on the way is no
+// fault: the file does not exist (a write creates the directories).
+
+// FileStamp identifies one version of a regular file without its
+// content: a new inode (every rename), size or change time (every write,
+// which user space cannot set back) makes a new stamp. Times are in
+// nanoseconds since the epoch.
+type FileStamp struct {
+	Dev   uint64 `json:"dev"`
+	Ino   uint64 `json:"ino"`
+	Size  int64  `json:"size"`
+	Mtime int64  `json:"mtime"`
+	Ctime int64  `json:"ctime"`
+	Links uint64 `json:"links"`
 }
 
 // FileFault is a file operation refused or failed on one entry, as the
@@ -135,6 +172,8 @@ const (
 	FaultChanged      = "changed"        // swapped by the jail while it was written: retry
 	FaultPermission   = "permission"     // the jail's uid may not
 	FaultSystem       = "system"         // another error of the system
+	FaultLink         = "link"           // a symbolic link on the path of an exact operation
+	FaultHardLinks    = "hard_links"     // a regular file with other hard links, for an exact operation
 )
 
 // The FileType names of entries.
