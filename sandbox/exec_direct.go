@@ -113,20 +113,17 @@ func (s *Shell) execDirect(ctx context.Context, c *ended, j *jail, command strin
 	if detachAt.IsZero() || !detachAt.Before(c.start.Add(timeout)) {
 		return finish(d.Exec(ctx, args, command, rec)), nil
 	}
-	done := make(chan proto.ShellExecResult, 1)
-	go func() { done <- d.Exec(ctx, args, command, rec) }()
-	t := time.NewTimer(time.Until(detachAt))
-	defer t.Stop()
-	select {
-	case rep := <-done:
+	// The caller's goroutine waits until detachAt: a short command costs
+	// no goroutine (whose stack would grow through the output path).
+	rep, done, rest := d.ExecUntil(ctx, args, command, rec, detachAt)
+	if done {
 		return finish(rep), nil
-	case <-t.C:
 	}
 	if ctx.Err() == nil && j.alive() {
-		go func() { c.opts.Detached(finish(<-done), nil) }()
+		go func() { c.opts.Detached(finish(rest()), nil) }()
 		return Result{}, ErrDetached
 	}
-	return finish(<-done), nil
+	return finish(rest()), nil
 }
 
 // direct reports whether the jail's shell runs on the server's pipes

@@ -80,6 +80,15 @@ func (d *Driver) Exec(ctx context.Context, a proto.ShellExecArgs, command string
 	return d.s.run(ctx, out, d.p, a, command)
 }
 
+// ExecUntil is Exec that stops waiting at until: a command that has not
+// ended by then goes on, done is false, and rest (called once, on any
+// goroutine) waits for its end. The caller's goroutine runs a short
+// command to its end, with no goroutine of its own.
+func (d *Driver) ExecUntil(ctx context.Context, a proto.ShellExecArgs, command string, rec func(tag byte, b []byte), until time.Time) (res proto.ShellExecResult, done bool, rest func() proto.ShellExecResult) {
+	out := &directRecorder{rec: rec}
+	return d.s.runUntil(ctx, out, d.p, a, command, until)
+}
+
 // Close releases the pipes this process holds (the shell is gone, or its
 // jail is being killed).
 func (d *Driver) Close() {

@@ -25,6 +25,19 @@ type run struct {
 // run runs one command in p and returns its result; its output has gone
 // to c's stream as records.
 func (s *shellState) run(ctx context.Context, out recorder, p *shellProc, a proto.ShellExecArgs, command string) proto.ShellExecResult {
+	res, done, rest := s.runUntil(ctx, out, p, a, command, time.Time{})
+	if done {
+		return res
+	}
+	return rest()
+}
+
+// runUntil runs one command as run does, but stops waiting for it at
+// until (when set, and before the command's deadline): then done is false
+// and rest, called once, waits for the command's end and returns its
+// result. The caller can then hand rest to another goroutine, and a
+// command that ends before until costs none.
+func (s *shellState) runUntil(ctx context.Context, out recorder, p *shellProc, a proto.ShellExecArgs, command string, until time.Time) (res proto.ShellExecResult, done bool, rest func() proto.ShellExecResult) {
 	timeout := time.Duration(a.TimeoutMS) * time.Millisecond
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
@@ -39,12 +52,32 @@ func (s *shellState) run(ctx context.Context, out recorder, p *shellProc, a prot
 	deadline := time.Now().Add(timeout)
 	// A shell that stopped reading must not hold the command forever.
 	_ = p.stdin.SetWriteDeadline(deadline)
-	var res proto.ShellExecResult
 	if _, err := io.WriteString(p.stdin, script(command, r.nonce)); err != nil {
 		res = r.died(p, res) // the shell died between commands
-	} else {
-		res = s.wait(ctx, p, r, deadline)
+		return s.finishRun(p, r, a, command, res), true, nil
 	}
+	if !until.IsZero() && until.Before(deadline) {
+		stop := context.AfterFunc(ctx, p.interruptStatus)
+		got := r.await(ctx, p, until)
+		stop()
+		if got {
+			r.collect(p)
+			res.ExitCode = r.rec.exitCode
+			return s.finishRun(p, r, a, command, res), true, nil
+		}
+		if ctx.Err() == nil && p.alive() && !r.statusEOF && time.Now().After(until) {
+			return res, false, func() proto.ShellExecResult {
+				return s.finishRun(p, r, a, command, s.wait(ctx, p, r, deadline))
+			}
+		}
+		r.statusEOF = false // wait reads again and learns it anew
+	}
+	return s.finishRun(p, r, a, command, s.wait(ctx, p, r, deadline)), true, nil
+}
+
+// finishRun keeps what the command's end says of the shell and ends its
+// output.
+func (s *shellState) finishRun(p *shellProc, r *run, a proto.ShellExecArgs, command string, res proto.ShellExecResult) proto.ShellExecResult {
 	if !res.ShellEnded && MayStartJobs(command) {
 		// Children alive now are background jobs: a later timeout spares them.
 		p.background = shellChildren(p.pid)
@@ -71,7 +104,7 @@ func (s *shellState) wait(ctx context.Context, p *shellProc, r *run, deadline ti
 	// A cancelled call moves the deadline to now, which ends the read.
 	stop := context.AfterFunc(ctx, p.interruptStatus)
 	defer stop()
-	if r.await(p, deadline) {
+	if r.await(ctx, p, deadline) {
 		r.collect(p)
 		res.ExitCode = r.rec.exitCode
 		return res
@@ -118,8 +151,13 @@ func (s *shellState) wait(ctx context.Context, p *shellProc, r *run, deadline ti
 
 // await reads the status record until deadline; false when it did not
 // come (timeout, interruption, the shell's end).
-func (r *run) await(p *shellProc, deadline time.Time) bool {
+func (r *run) await(ctx context.Context, p *shellProc, deadline time.Time) bool {
 	_ = p.status.SetReadDeadline(deadline)
+	// A cancellation that came before the deadline was set (its
+	// AfterFunc may run first) is not undone by it.
+	if ctx != nil && ctx.Err() != nil {
+		p.interruptStatus()
+	}
 	// The shell's end moves the deadline to now (after closing exited): a
 	// shell that ended before the deadline above was set is caught here.
 	if !p.alive() {
@@ -149,7 +187,7 @@ func (r *run) await(p *shellProc, deadline time.Time) bool {
 // drain waits up to d for the status record and then takes the rest of
 // the output; false when the record did not come.
 func (r *run) drain(p *shellProc, d time.Duration) bool {
-	if r.await(p, time.Now().Add(d)) {
+	if r.await(nil, p, time.Now().Add(d)) {
 		r.collect(p)
 		return true
 	}
