@@ -2,10 +2,8 @@ package sandbox
 
 import (
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // children lists the direct children of pid, over all its threads.
@@ -58,23 +56,4 @@ func shellChildren(shellPID int) []int {
 		}
 	}
 	return out
-}
-
-// signalCommand sends sig to the shell's children that are not background
-// jobs of earlier commands (those alive when the previous command ended),
-// and to everything below them: the running command and whatever it
-// spawned. It returns how many processes were signalled.
-func signalCommand(shellPID int, background []int, sig syscall.Signal) int {
-	n := 0
-	for _, child := range shellChildren(shellPID) {
-		if slices.Contains(background, child) {
-			continue
-		}
-		for _, pid := range append([]int{child}, descendants(child)...) {
-			if syscall.Kill(pid, sig) == nil {
-				n++
-			}
-		}
-	}
-	return n
 }

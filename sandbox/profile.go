@@ -191,6 +191,11 @@ type JailFDs struct {
 	// Workspace, when 3 or more, is an open descriptor of the workspace
 	// directory, bound by descriptor (--bind-fd) rather than by its path.
 	Workspace int
+	// Shell, when 3 or more, is the first of four descriptors: the jail's
+	// ends of the shell's pipes (stdin's read end, the status, stdout and
+	// stderr write ends), which the runner starts the shell on
+	// (proto.OpShellAttach).
+	Shell int
 }
 
 // BwrapArgs builds bubblewrap's argument list (without the program name)

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/sandbox/runner"
 	"github.com/warrenhq/warren/sandbox/runner/client"
 )
 
@@ -17,6 +18,11 @@ type runnerFiles struct {
 	jail *os.File // the jail's end of the socket pair
 	host *os.File // the server's end
 	id   fileID   // the binary's identity, to tell the runner's process from others
+	// The shell's pipes (proto.OpShellAttach): the jail's ends (stdin's
+	// read end, the status, stdout and stderr write ends), and the
+	// server's, which a command's bytes go through.
+	shellJail []*os.File
+	shellHost runner.DriverPipes
 }
 
 // fileID identifies a file by device and inode.
@@ -50,8 +56,30 @@ func openRunner(path string, next int, fds *JailFDs) (*runnerFiles, error) {
 		id: fileID{uint64(st.Dev), st.Ino}}, nil
 }
 
+// openShellPipes makes the shell's pipes (proto.OpShellAttach), numbered
+// in fds after the runner's connection. The caller closes the jail's ends
+// once the jail has them (child), and owns the server's (shellHost).
+func (f *runnerFiles) openShellPipes(fds *JailFDs) error {
+	var pipes [4][2]*os.File // stdin, status, stdout, stderr: read and write ends
+	for i := range pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for _, p := range pipes[:i] {
+				p[0].Close()
+				p[1].Close()
+			}
+			return fmt.Errorf("start jail: the shell's pipes: %w", err)
+		}
+		pipes[i] = [2]*os.File{r, w}
+	}
+	f.shellJail = []*os.File{pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]}
+	f.shellHost = runner.DriverPipes{Stdin: pipes[0][1], Status: pipes[1][0], Stdout: pipes[2][0], Stderr: pipes[3][0]}
+	fds.Shell = fds.Conn + 1
+	return nil
+}
+
 // child returns the descriptors the jail inherits, in fds order.
-func (f *runnerFiles) child() []*os.File { return []*os.File{f.bin, f.jail} }
+func (f *runnerFiles) child() []*os.File { return append([]*os.File{f.bin, f.jail}, f.shellJail...) }
 
 // connect hands the server's end to a client; the caller owns it.
 func (f *runnerFiles) connect() *client.Conn {
@@ -65,6 +93,17 @@ func (f *runnerFiles) close() {
 	if f.host != nil {
 		f.host.Close()
 	}
+	f.closeShellHost()
+}
+
+// closeShellHost closes the server's ends of the shell's pipes.
+func (f *runnerFiles) closeShellHost() {
+	for _, p := range []*os.File{f.shellHost.Stdin, f.shellHost.Status, f.shellHost.Stdout, f.shellHost.Stderr} {
+		if p != nil {
+			p.Close()
+		}
+	}
+	f.shellHost = runner.DriverPipes{}
 }
 
 // isRunner reports whether the host process pid runs the runner's binary
@@ -78,28 +117,34 @@ func (f fileID) isRunner(pid int) bool {
 	return uint64(st.Dev) == f.dev && st.Ino == f.ino
 }
 
-// runnerCommand wraps the jailed command in a launcher that starts the
-// runner first. The runner is started from a subshell that exits at once,
-// so it is a child of the jail's init and not of the shell: a command's
-// timeout, which kills the shell's children, spares it. With egress the
-// launcher waits for the runner's stdout to close (it does once its
-// forwarder listens), so the first command finds the proxy ready; without,
-// it does not wait (the server's first request waits for the runner's
-// hello instead). The shell inherits neither the runner's binary nor its
-// connection.
+// runnerCommand makes the jail's command the runner, which starts the
+// persistent shell itself (sandbox/runner: shell.exec). A small launcher
+// closes the descriptors the runner does not own and executes the runner's
+// binary from its descriptor, so the runner is the jail's only child of
+// its init: the jail lives as long as the runner, and the runner as long
+// as its shell. With egress the runner listens for the jail's connections
+// before it says hello, so the first command finds the proxy ready.
 func runnerCommand(p Profile, fds JailFDs, command []string) []string {
 	if fds.Runner < 3 || fds.Conn < 3 || len(command) == 0 {
 		return command
 	}
 	own := []int{fds.Runner, fds.Conn}
 	args := " --conn " + strconv.Itoa(fds.Conn)
-	egress := p.Egress != nil && fds.ProxyCtl >= 3
-	if egress {
+	if fds.Shell >= 3 {
+		own = append(own, fds.Shell, fds.Shell+1, fds.Shell+2, fds.Shell+3)
+		args += " --shell-fds " + strconv.Itoa(fds.Shell) + "," + strconv.Itoa(fds.Shell+1) + "," +
+			strconv.Itoa(fds.Shell+2) + "," + strconv.Itoa(fds.Shell+3)
+	}
+	if p.Egress != nil && fds.ProxyCtl >= 3 {
 		own = append(own, fds.ProxyCtl)
 		args += " --netfwd 127.0.0.1:" + strconv.Itoa(p.Egress.port()) + " " + strconv.Itoa(fds.ProxyCtl)
 	}
-	var closeOthers, closeOwn []string
-	for fd := 3; fd <= 9; fd++ {
+	var closeOthers []string
+	last := 9
+	for _, o := range own {
+		last = max(last, o)
+	}
+	for fd := 3; fd <= last; fd++ {
 		mine := false
 		for _, o := range own {
 			mine = mine || o == fd
@@ -108,20 +153,8 @@ func runnerCommand(p Profile, fds JailFDs, command []string) []string {
 			closeOthers = append(closeOthers, strconv.Itoa(fd)+">&-")
 		}
 	}
-	for _, fd := range own {
-		closeOwn = append(closeOwn, strconv.Itoa(fd)+">&-")
-	}
-	quoted := make([]string, len(command))
-	for i, c := range command {
-		quoted[i] = shellQuote(c)
-	}
-	start := "(/proc/self/fd/" + strconv.Itoa(fds.Runner) + args + " </dev/null 2>/dev/null " + strings.Join(closeOthers, " ")
-	if egress {
-		start = "r=$( " + start + " &) ); "
-	} else {
-		start += " >/dev/null &); "
-	}
-	return []string{"/bin/sh", "-c", start + "exec " + strings.Join(quoted, " ") + " " + strings.Join(closeOwn, " ")}
+	return []string{"/bin/sh", "-c", "exec /proc/self/fd/" + strconv.Itoa(fds.Runner) + args +
+		" </dev/null >/dev/null 2>/dev/null " + strings.Join(closeOthers, " ")}
 }
 
 // isRunner reports whether pid is the jail's runner (see fileID.isRunner).
@@ -132,6 +165,9 @@ func (j *jail) isRunner(pid int) bool {
 // others lists the processes in the jail besides its shell and its
 // runner: a running command's, background jobs, daemons.
 func (j *jail) others() []int {
+	if j.remote {
+		return nil // not this host's processes
+	}
 	shell := j.shell()
 	var out []int
 	for _, pid := range descendants(j.initPID) {

@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strconv"
@@ -40,14 +38,13 @@ type Shell struct {
 	exports      []byte // the `export -p` that state.Env was parsed from,
 	parsed       bool   // once a command has reported one (not a restored state)
 	closed       bool
-	prepared     bool // the workspace was handed to the jail's uid
-	nonceSeq     uint64
-	prefix       string        // random per shell, so nonces cannot be guessed
+	prepared     bool          // the workspace was handed to the jail's uid
 	fsize        fileSizeLimit // RLIMIT_FSIZE set by LimitFileSize, and whether the jail has it
 	notes        []string      // lines for the stderr of the next result (StopAll)
 	after        func() string // Options.AfterCommand
 	ws           *os.File      // the workspace directory, bound by descriptor
 	runner       string        // the runner's binary (FindRunner)
+	dial         Dialer        // a runner on the network instead of a jail (NewNetShell)
 }
 
 // Options tune NewShell.
@@ -135,9 +132,6 @@ func NewShell(p Profile, opts Options) (*Shell, error) {
 	if opts.NoCgroup {
 		s.cgErr = fmt.Errorf("cgroups disabled by option")
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	s.prefix = hex.EncodeToString(b[:])
 	return s, nil
 }
 
@@ -207,7 +201,9 @@ func (s *Shell) Close() error {
 	if user != nil {
 		user.leave()
 	}
-	s.ws.Close()
+	if s.ws != nil {
+		s.ws.Close()
+	}
 	return nil
 }
 
@@ -244,6 +240,14 @@ func (s *Shell) ensureJail() (*jail, error) {
 	if s.jail != nil {
 		s.jail.kill() // reap and close what is left
 		s.jail = nil
+	}
+	if s.dial != nil {
+		j, err := dialJail(s.dial)
+		if err != nil {
+			return nil, err
+		}
+		s.jail = j
+		return j, nil
 	}
 	if s.user == nil && s.profile.User != "" {
 		s.user = joinUser(s.profile.User, s.profile.UserLimits)
@@ -286,7 +290,6 @@ func (s *Shell) ensureJail() (*jail, error) {
 		profile:   s.profile,
 		cred:      s.cred,
 		cg:        s.cg,
-		init:      s.initScript(),
 		onExit:    end,
 		workspace: ws,
 		runner:    s.runner,
@@ -295,26 +298,17 @@ func (s *Shell) ensureJail() (*jail, error) {
 		end()
 		return nil, err
 	}
-	// dash's ulimit has no -u: set RLIMIT_NPROC on the shell itself, before
-	// it runs any command. It counts every process of the host uid, so it
-	// means nothing (and is skipped) when the jail runs as root.
-	if n := s.profile.Limits.Processes; n > 0 && s.owner[0] != 0 {
-		if err := limitProcesses(j.shell(), n, s.cg != nil && s.profile.Limits.PIDs > 0); err != nil {
-			j.kill() // never a jail without its limit
-			return nil, fmt.Errorf("start jail: set the process limit (RLIMIT_NPROC) of its shell: %w", err)
-		}
-	}
 	s.jail = j
 	return j, nil
 }
 
-// initScript sets the shell up: descriptors for the protocol, limits that
-// hold without a cgroup, the profile's environment, then the saved state.
+// initScript sets the shell up (the runner gives it its descriptors):
+// limits that hold without a cgroup, the profile's environment, then the
+// saved state.
 func (s *Shell) initScript() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var b strings.Builder
-	// The output pipes move to 7 and 8, the status pipe (4) becomes the
-	// shell's own stdout, and 6 is the commands' stdin (see script).
-	b.WriteString("exec 7>&1 8>&2 1>&4 4>&- 6</dev/null\n")
 	// A write past RLIMIT_FSIZE fails with EFBIG instead of killing the
 	// writer: a builtin (echo > f) would otherwise kill the shell.
 	b.WriteString("trap '' XFSZ\n")
@@ -332,12 +326,15 @@ func (s *Shell) initScript() string {
 	return b.String()
 }
 
-func (s *Shell) nextNonce() string {
-	s.mu.Lock()
-	s.nonceSeq++
-	n := s.nonceSeq
-	s.mu.Unlock()
-	return s.prefix + strconv.FormatUint(n, 36)
+// processLimit is the shell's RLIMIT_NPROC, which the runner sets before
+// the shell runs anything (dash's ulimit has no -u). It counts every
+// process of the jail's uid, so it means nothing (and is skipped) when the
+// jail runs as root.
+func (s *Shell) processLimit() uint64 {
+	if s.owner[0] == 0 {
+		return 0
+	}
+	return s.profile.Limits.Processes
 }
 
 func cloneState(st State) State {

@@ -1,58 +1,9 @@
 package sandbox
 
 import (
-	"bytes"
-	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 )
-
-// statusRecord is what the shell writes to the status descriptor after each
-// command: `export -p`, then the exit code and working directory framed by
-// markers carrying the command's nonce.
-//
-//	<export -p>W<nonce> <exit>\n<cwd>\nW<nonce>X\n
-type statusRecord struct {
-	exitCode int
-	cwd      string
-	exports  []byte // `export -p` as the shell wrote it; parseExports reads it
-}
-
-// parseStatus reads the record for nonce from buf, everything the status
-// descriptor carried since the command began. It returns ok=false while
-// the record is incomplete. Nothing but the shell's trailer writes there
-// (commands run with the descriptor closed), so the exports are all that
-// comes before the exit code line.
-func parseStatus(buf []byte, nonce string) (rec statusRecord, ok bool, err error) {
-	endMark := []byte("\nW" + nonce + "X\n")
-	if !bytes.HasSuffix(buf, endMark) {
-		return rec, false, nil
-	}
-	body := buf[:len(buf)-len(endMark)]
-	head := []byte("W" + nonce + " ")
-	i := -1
-	if bytes.HasPrefix(body, head) {
-		i = 0
-	} else if k := bytes.Index(body, append([]byte("\n"), head...)); k >= 0 {
-		i = k + 1
-	}
-	if i < 0 {
-		return rec, false, fmt.Errorf("status record: no exit code line")
-	}
-	rec.exports = body[:i]
-	rest := body[i+len(head):]
-	nl := bytes.IndexByte(rest, '\n')
-	if nl < 0 {
-		return rec, false, fmt.Errorf("status record: no working directory")
-	}
-	rec.exitCode, err = strconv.Atoi(string(rest[:nl]))
-	if err != nil {
-		return rec, false, fmt.Errorf("status record: exit code: %w", err)
-	}
-	rec.cwd = string(rest[nl+1:])
-	return rec, true, nil
-}
 
 // parseExports reads the output of dash's or bash's `export -p`:
 //

@@ -1,11 +1,10 @@
 package sandbox
 
 import (
-	"errors"
-	"syscall"
+	"context"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/warrenhq/warren/sandbox/runner/proto"
 )
 
 // This file holds what a supervisor outside the package (the session
@@ -56,7 +55,7 @@ func (s *Shell) StopAll(note string) bool {
 	}
 	// Killing the pid namespace's init kills everything in it; whoever
 	// runs the next command reaps what is left (ensureJail).
-	_ = syscall.Kill(j.initPID, syscall.SIGKILL)
+	j.stop()
 	select {
 	case <-j.exited:
 	case <-time.After(2 * time.Second):
@@ -70,25 +69,40 @@ func (s *Shell) StopAll(note string) bool {
 // negative n restores the profile's Limits.FileSizeBytes. Processes already
 // running keep the limit they started with.
 //
-// The limit is set on the running shell with prlimit when the kernel
-// allows it (raising a hard limit needs CAP_SYS_RESOURCE, and so does
-// changing a process of another uid); otherwise the next command restarts
-// the jail with the new limit, keeping cwd and exports, and its result
-// says when that stopped background jobs.
+// The jail's runner sets the limit on the running shell when the kernel
+// allows it (lowering it always is; raising a hard limit needs a privilege
+// the jail does not have); otherwise the next command restarts the jail
+// with the new limit, keeping cwd and exports, and its result says when
+// that stopped background jobs.
 func (s *Shell) LimitFileSize(n int64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	want := fileSizeLimit{}
 	if n >= 0 {
 		want = fileSizeLimit{set: true, bytes: n}
 	}
 	if want.set == s.fsize.set && want.bytes == s.fsize.bytes {
+		s.mu.Unlock()
 		return
 	}
 	want.stale = s.fsize.stale
 	s.fsize = want
-	if j := s.jail; j != nil && j.alive() && s.applyFileSize(j) != nil {
-		s.fsize.stale = true
+	j := s.jail
+	limit := int64(-1)
+	if b, ok := s.fileSizeCap(); ok {
+		limit = b
+	}
+	s.mu.Unlock()
+	if j == nil || !j.alive() || j.runner == nil {
+		return // the next jail starts with it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := j.runner.Call(ctx, proto.OpShellLimit, proto.ShellLimitArgs{FileSize: limit}, nil, nil); err != nil {
+		s.mu.Lock()
+		if s.jail == j {
+			s.fsize.stale = true
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -100,21 +114,6 @@ func (s *Shell) fileSizeCap() (int64, bool) {
 	}
 	n := s.profile.Limits.FileSizeBytes
 	return n, n > 0
-}
-
-// applyFileSize sets the running shell's RLIMIT_FSIZE. Called with s.mu
-// held.
-func (s *Shell) applyFileSize(j *jail) error {
-	var n uint64 = unix.RLIM_INFINITY
-	if b, ok := s.fileSizeCap(); ok {
-		n = uint64(b)
-	}
-	pid := j.shell()
-	if pid <= 0 {
-		return errors.New("the jail's shell is gone")
-	}
-	lim := unix.Rlimit{Cur: n, Max: n}
-	return unix.Prlimit(pid, unix.RLIMIT_FSIZE, &lim, nil)
 }
 
 // restartForFileSize kills a running jail whose shell could not be given
@@ -138,7 +137,7 @@ func (s *Shell) restartForFileSize() {
 // finish adds to a command's stderr what its result must say besides the
 // command's own output: the AfterCommand hook's note, then notes left by
 // StopAll. Called by Exec after the command ended, holding the turn.
-func (s *Shell) finish(j *jail, r *run, onOutput func(Stream, []byte)) {
+func (s *Shell) finish(c *ended) {
 	var notes []string
 	if s.after != nil {
 		if n := s.after(); n != "" {
@@ -149,12 +148,7 @@ func (s *Shell) finish(j *jail, r *run, onOutput func(Stream, []byte)) {
 	notes = append(notes, s.notes...)
 	s.notes = nil
 	s.mu.Unlock()
-	if len(notes) == 0 {
-		return
-	}
-	buf := r.out[1]
-	j.pipes[1].mu.Lock() // the stderr reader writes to the same buffer
-	defer j.pipes[1].mu.Unlock()
+	buf := c.out[1]
 	for _, n := range notes {
 		var b []byte
 		if buf.total > 0 && !buf.endsWithNewline() {
@@ -163,8 +157,8 @@ func (s *Shell) finish(j *jail, r *run, onOutput func(Stream, []byte)) {
 		b = append(b, n...)
 		b = append(b, '\n')
 		buf.Write(b)
-		if onOutput != nil {
-			onOutput(Stderr, b)
+		if cb := c.opts.OnOutput; cb != nil {
+			cb(Stderr, b)
 		}
 	}
 }

@@ -1,4 +1,6 @@
-// Package sandbox jails a persistent /bin/sh with bubblewrap.
+// Package sandbox jails a persistent /bin/sh with bubblewrap. The jail's
+// runner (sandbox/runner, docs/runner-protocol.md) owns the shell; a
+// Shell is the server's side of it.
 //
 // A Shell owns one jail: a read-only root built from the host's /usr and
 // /etc, the workspace bound read-write at /workspace, no network, no
@@ -59,8 +61,8 @@ type ExecOptions struct {
 	// 0 means DefaultMaxOutput. The total is always counted.
 	MaxOutput int
 	// OnOutput, when set, receives output chunks as the command produces
-	// them, from one goroutine per stream. The chunk is only valid during
-	// the call.
+	// them, in order, from the goroutine that reads the command's output.
+	// The chunk is only valid during the call.
 	OnOutput func(stream Stream, chunk []byte)
 	// NoWait makes Exec fail with ErrBusy instead of queueing behind a
 	// running command.
@@ -107,7 +109,8 @@ type Result struct {
 	// Interrupted is true when the caller's context ended the command.
 	Interrupted bool
 	// ShellRestarted is true when the shell died or had to be killed and a
-	// fresh one was started with the saved cwd and exports.
+	// fresh one was started with the saved cwd and exports (for a runner on
+	// the network: is started by the next command, NewNetShell).
 	ShellRestarted bool
 }
 

@@ -15,16 +15,21 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/sandbox/runner"
 )
 
-const usage = "usage: warren-runner --conn FD [--netfwd ADDR FD]   (started by warren inside a jail)\n" +
+const usage = "usage: warren-runner --conn FD [--shell-fds IN,STATUS,OUT,ERR] [--netfwd ADDR FD]   (started by warren inside a jail)\n" +
 	"       warren-runner --listen ADDR --tls-cert FILE --tls-key FILE --tls-client-ca FILE   (a runner reached over the network, in a pod)"
 
 func main() {
+	// One P: a request's goroutine runs on the thread that read its frame,
+	// instead of waking a second thread for each hand-off (a third of a
+	// short command's round trip), and an idle runner keeps fewer threads.
+	runtime.GOMAXPROCS(1)
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -42,6 +47,12 @@ func run(args []string) int {
 			tlsFiles.Key, args = args[1], args[2:]
 		case args[0] == "--tls-client-ca" && len(args) >= 2:
 			tlsFiles.ClientCA, args = args[1], args[2:]
+		case args[0] == "--shell-fds" && len(args) >= 2:
+			if !shellFDs(args[1]) {
+				fmt.Fprintln(os.Stderr, usage)
+				return 2
+			}
+			args = args[2:]
 		case args[0] == "--conn" && len(args) >= 2:
 			conn = fd(args[1])
 			args = args[2:]
@@ -67,11 +78,13 @@ func run(args []string) int {
 	// ptrace the runner or read its memory. (The server trusts nothing the
 	// runner says anyway; this keeps the runner's work its own.)
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	// One thread runs Go code: a request handed from the reader to its
-	// handler's goroutine stays on it instead of waking a second thread
-	// (a futex round trip per request), and an idle runner holds fewer
-	// threads.
-	runtime.GOMAXPROCS(1)
+	// Nothing the runner inherited (its own binary, its connection, the
+	// proxy's socket) reaches the shell it starts.
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) != nil {
+		for fd := 3; fd < 64; fd++ {
+			unix.CloseOnExec(fd)
+		}
+	}
 	if fwdAddr != "" {
 		ready := make(chan error, 1)
 		go func() {
@@ -88,11 +101,34 @@ func run(args []string) int {
 		_ = unix.Dup3(int(null.Fd()), 1, 0)
 		null.Close()
 	}
-	if err := runner.NewServer(runner.Ops()).ServeFD(conn); err != nil {
+	srv := runner.NewServer(runner.Ops())
+	err := srv.ServeFD(conn)
+	// The shell's status is the runner's, and so the jail's: the server
+	// learns how an attached shell ended when it reaps the jail.
+	if code, ok := srv.ShellExit(); ok {
+		return code
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "warren-runner:", err)
 		return 1
 	}
 	return 0
+}
+
+// shellFDs takes the descriptors of the shell's pipes (--shell-fds).
+func shellFDs(s string) bool {
+	parts := strings.Split(s, ",")
+	if len(parts) != 4 {
+		return false
+	}
+	var fds [4]int
+	for i, p := range parts {
+		if fds[i] = fd(p); fds[i] < 0 {
+			return false
+		}
+	}
+	runner.UseShellPipes(fds)
+	return true
 }
 
 func fd(s string) int {

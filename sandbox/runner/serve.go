@@ -34,7 +34,28 @@ type Call struct {
 	// Out sends Data frames back, waiting for credit when the server has
 	// not consumed what came before.
 	Out io.Writer
+
+	st       *stream
+	srv      *Server
+	afterEnd func()
 }
+
+// KeepOutput makes a Cancel interrupt the work (Ctx ends) without ending
+// its output: what the handler writes after it still reaches the server,
+// which reads the stream to its End (shell.exec: an interrupted command's
+// last words and its result).
+func (c *Call) KeepOutput() {
+	c.st.mu.Lock()
+	c.st.keep = true
+	c.st.mu.Unlock()
+}
+
+// AfterEnd sets f to run once the stream's End has been sent.
+func (c *Call) AfterEnd(f func()) { c.afterEnd = f }
+
+// Flush sends what Out has gathered now, instead of when 64 KiB have
+// gathered or the call ends: output someone watches as it comes.
+func (c *Call) Flush() error { return c.st.flushOut() }
 
 // DecodeArgs decodes the call's arguments into v, refusing unknown fields.
 func (c *Call) DecodeArgs(v any) error {
@@ -64,6 +85,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	streams map[uint32]*stream
+	conn    io.Closer   // the connection, when it can be closed
+	ended   bool        // the server closed the connection itself (endConn)
+	shell   *shellState // the connection's shell, once a command started it
 }
 
 // NewServer returns a server of ops.
@@ -75,6 +99,15 @@ func NewServer(ops map[string]Handler) *Server {
 // when the server closed it.
 func (s *Server) Serve(conn io.ReadWriter) error {
 	s.w = bufio.NewWriterSize(conn, 64<<10)
+	if c, ok := conn.(io.Closer); ok {
+		s.mu.Lock()
+		s.conn = c
+		s.mu.Unlock()
+	}
+	// The shell lives as long as its connection: a server that hung up
+	// (or reconnects, or another replica that takes the session over)
+	// never finds a shell it did not start.
+	defer s.endShell()
 	names := make([]string, 0, len(s.ops))
 	for n := range s.ops {
 		names = append(names, n)
@@ -89,7 +122,10 @@ func (s *Server) Serve(conn io.ReadWriter) error {
 	for {
 		f, err := proto.ReadFrame(r)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
+			s.mu.Lock()
+			ended := s.ended
+			s.mu.Unlock()
+			if errors.Is(err, io.EOF) || ended {
 				return nil
 			}
 			return err
@@ -139,23 +175,28 @@ func (s *Server) dispatch(f proto.Frame) error {
 
 // run does one request and ends its stream.
 func (s *Server) run(st *stream, req proto.Request) {
+	call := &Call{Ctx: st.ctx, Args: req.Args, In: &st.in, Out: st, st: st, srv: s}
 	defer func() {
 		s.mu.Lock()
 		delete(s.streams, st.id)
 		s.mu.Unlock()
-		st.cancel()
+		st.end()
+		if call.afterEnd != nil {
+			call.afterEnd()
+		}
 	}()
 	var reply proto.Reply
 	h := s.ops[req.Op]
 	var res any
 	var err error
+	var tail []byte
 	if h == nil {
 		err = proto.Errorf(proto.CodeInvalid, "this runner has no operation %q (protocol %d)", proto.Cut(req.Op, 64), proto.Version)
 	} else {
-		res, err = h(&Call{Ctx: st.ctx, Args: req.Args, In: &st.in, Out: st})
+		res, err = h(call)
 	}
 	if err == nil {
-		err = st.flushOut()
+		tail, err = st.tail()
 	}
 	if err != nil {
 		var pe *proto.Error
@@ -174,7 +215,10 @@ func (s *Server) run(st *stream, req proto.Request) {
 	if len(head) > proto.MaxHead {
 		head, _ = json.Marshal(proto.Reply{Error: &proto.Error{Code: proto.CodeInternal, Message: "the result is over the protocol's limit"}})
 	}
-	_ = s.send(proto.Frame{Kind: proto.End, Stream: st.id, Head: head})
+	if reply.Error != nil {
+		tail = nil
+	}
+	_ = s.send(proto.Frame{Kind: proto.End, Stream: st.id, Head: head, Body: tail})
 }
 
 // send writes one frame and flushes it.
@@ -205,8 +249,42 @@ func (s *Server) endAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range s.streams {
-		st.cancel()
+		st.end()
 		st.in.add(nil, true)
+	}
+}
+
+// endConn closes the connection from the runner's side (its shell has
+// ended: the jail's runner exits, a runner on a network hangs up on this
+// server only).
+func (s *Server) endConn() {
+	s.mu.Lock()
+	c := s.conn
+	s.ended = true
+	s.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// shellState returns the connection's shell state, made on first use.
+func (s *Server) shellState() *shellState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shell == nil {
+		s.shell = newShellState(s.endConn)
+	}
+	return s.shell
+}
+
+// endShell kills the connection's shell and what its commands left
+// running, once the connection is gone.
+func (s *Server) endShell() {
+	s.mu.Lock()
+	sh := s.shell
+	s.mu.Unlock()
+	if sh != nil {
+		sh.end()
 	}
 }
 

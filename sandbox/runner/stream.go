@@ -23,6 +23,10 @@ type stream struct {
 	cond   *sync.Cond
 	credit int64
 	out    []byte // not yet sent: sent when full, or before the End
+	// keep: a Cancel interrupts the work but not its output, which the
+	// server reads to the End (Call.KeepOutput); gone: the connection or
+	// the stream has ended, and nothing more is sent.
+	keep, gone bool
 }
 
 func newStream(s *Server, id uint32) *stream {
@@ -38,6 +42,20 @@ func newStream(s *Server, id uint32) *stream {
 		st.in.add(nil, true)
 	}
 	return st
+}
+
+// end marks the stream done with: a writer waiting for credit gives up.
+func (st *stream) end() {
+	st.mu.Lock()
+	st.gone = true
+	st.mu.Unlock()
+	st.cancel()
+}
+
+// stopped reports whether a writer should stop waiting for credit.
+// Called with st.mu held.
+func (st *stream) stopped() bool {
+	return st.gone || (!st.keep && st.ctx.Err() != nil)
 }
 
 // grant adds credit the server gave.
@@ -61,12 +79,11 @@ func (st *stream) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// flushOut sends what Write gathered, before the stream's End: the last
-// frame goes out with the End.
+// flushOut sends what Write gathered now (Call.Flush: output someone
+// watches as it comes).
 func (st *stream) flushOut() error {
 	for len(st.out) > 0 {
-		n := min(len(st.out), proto.MaxBody)
-		if err := st.sendOut(n, n < len(st.out)); err != nil {
+		if err := st.sendOut(min(len(st.out), proto.MaxBody), true); err != nil {
 			return err
 		}
 	}
@@ -76,20 +93,46 @@ func (st *stream) flushOut() error {
 // sendOut sends the first n bytes gathered once the credit allows,
 // flushing them unless the caller sends another frame at once.
 func (st *stream) sendOut(n int, flush bool) error {
-	st.mu.Lock()
-	for st.credit < int64(n) && st.ctx.Err() == nil {
-		st.cond.Wait()
-	}
-	st.credit -= int64(n)
-	st.mu.Unlock()
-	if err := st.ctx.Err(); err != nil {
-		return proto.Errorf(proto.CodeUnavailable, "cancelled")
+	if err := st.take(n); err != nil {
+		return err
 	}
 	if err := st.s.write(proto.Frame{Kind: proto.Data, Stream: st.id, Body: st.out[:n]}, flush); err != nil {
 		return err
 	}
 	st.out = append(st.out[:0], st.out[n:]...)
 	return nil
+}
+
+// take waits until the credit allows n bytes and takes them.
+func (st *stream) take(n int) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for st.credit < int64(n) && !st.stopped() {
+		st.cond.Wait()
+	}
+	if st.stopped() {
+		return proto.Errorf(proto.CodeUnavailable, "cancelled")
+	}
+	st.credit -= int64(n)
+	return nil
+}
+
+// tail sends what Write gathered past one frame's body and returns the
+// rest, its credit taken, for the End to carry: a short operation's
+// output and its reply go in one frame.
+func (st *stream) tail() ([]byte, error) {
+	for len(st.out) > proto.MaxBody {
+		if err := st.sendOut(proto.MaxBody, true); err != nil {
+			return nil, err
+		}
+	}
+	if len(st.out) == 0 {
+		return nil, nil
+	}
+	if err := st.take(len(st.out)); err != nil {
+		return nil, err
+	}
+	return st.out, nil
 }
 
 // input is a request's input as it arrives.

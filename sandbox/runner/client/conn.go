@@ -98,7 +98,7 @@ func (c *Conn) readLoop() {
 	var err error
 	for {
 		var f proto.Frame
-		f, err = proto.ReadFrame(r)
+		f, err = proto.ReadFrameBuf(r, frameBuf)
 		if err != nil {
 			break
 		}
@@ -168,10 +168,18 @@ func (c *Conn) dispatch(f proto.Frame) error {
 	case proto.Data:
 		return st.push(f.Body)
 	case proto.End:
+		// The head is decoded first: the body, pushed below, shares its
+		// buffer, which the stream's reader recycles once done with it.
 		var rep proto.Reply
 		if err := json.Unmarshal(f.Head, &rep); err != nil {
 			st.fail(errs.New(errs.Internal, "the runner sent an unreadable reply"))
 			return nil
+		}
+		// An End may carry the operation's last output in its body.
+		if len(f.Body) > 0 {
+			if err := st.push(f.Body); err != nil {
+				return err
+			}
 		}
 		st.end(rep)
 		return nil

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 
@@ -21,7 +22,9 @@ type Stream struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
 	chunks   [][]byte
-	buffered int // bytes in chunks: never more than the credit given
+	buffered int    // bytes in chunks: never more than the credit given
+	last     []byte // the chunk Next returned last, recycled on the next call
+	woken    bool   // Wake was called: a waiting Next returns ErrWoken
 	reply    proto.Reply
 	err      error
 	done     bool
@@ -83,6 +86,8 @@ func (st *Stream) Read(p []byte) (int, error) {
 	}
 	n := copy(p, st.chunks[0])
 	if n == len(st.chunks[0]) {
+		recycle(st.chunks[0])
+		st.chunks[0] = nil
 		st.chunks = st.chunks[1:]
 	} else {
 		st.chunks[0] = st.chunks[0][n:]
@@ -96,6 +101,57 @@ func (st *Stream) Read(p []byte) (int, error) {
 		_ = st.c.send(proto.Frame{Kind: proto.Credit, Stream: st.id, Body: credit(n)})
 	}
 	return n, nil
+}
+
+// ErrWoken is what a Next waiting for output returns after Wake.
+var ErrWoken = errors.New("runner client: woken")
+
+// Wake makes a Next that waits for output (now, or the next call that
+// would wait) return ErrWoken: a reader that must stop waiting at a given
+// time arms a timer with it instead of reading on another goroutine.
+func (st *Stream) Wake() {
+	st.mu.Lock()
+	st.woken = true
+	st.cond.Broadcast()
+	st.mu.Unlock()
+}
+
+// Next returns the next piece of output as the runner sent it, without a
+// copy: valid until the next call. It returns io.EOF once the operation
+// has ended.
+func (st *Stream) Next() ([]byte, error) {
+	st.mu.Lock()
+	if st.last != nil {
+		recycle(st.last) // the caller is done with it
+		st.last = nil
+	}
+	for len(st.chunks) == 0 && !st.done && !st.woken {
+		st.cond.Wait()
+	}
+	if len(st.chunks) == 0 && !st.done {
+		st.woken = false
+		st.mu.Unlock()
+		return nil, ErrWoken
+	}
+	if len(st.chunks) == 0 {
+		err := st.err
+		st.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	b := st.chunks[0]
+	st.chunks[0] = nil
+	st.chunks = st.chunks[1:]
+	st.buffered -= len(b)
+	st.last = b
+	done := st.done
+	st.mu.Unlock()
+	if len(b) > 0 && !done {
+		_ = st.c.send(proto.Frame{Kind: proto.Credit, Stream: st.id, Body: credit(len(b))})
+	}
+	return b, nil
 }
 
 // Result waits for the reply and decodes its result into v (nil to ignore
@@ -156,4 +212,31 @@ func (st *Stream) Close() {
 		delete(st.c.streams, st.id)
 		st.c.mu.Unlock()
 	}
+}
+
+// Output frames are read into pooled buffers: a command that prints
+// hundreds of megabytes would otherwise leave one garbage buffer per frame
+// for the collector. A chunk goes back once its reader is done with it.
+const poolBuf = 136 << 10 // a frame of gathered output: 64 KiB and one more pipe read, with headers
+
+var frames = sync.Pool{New: func() any { b := make([]byte, poolBuf); return &b }}
+
+// frameBuf returns n bytes for a frame: pooled when it fits a pool
+// buffer and is large enough to matter.
+func frameBuf(n int) []byte {
+	if n < 4<<10 || n > poolBuf {
+		return make([]byte, n)
+	}
+	return (*frames.Get().(*[]byte))[:n]
+}
+
+// recycle returns a frame's body to the pool. Only a body that starts a
+// pooled buffer is one (a Data frame has no head); others are left to the
+// collector.
+func recycle(b []byte) {
+	if cap(b) != poolBuf {
+		return
+	}
+	b = b[:poolBuf]
+	frames.Put(&b)
 }

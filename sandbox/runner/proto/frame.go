@@ -76,7 +76,11 @@ var ErrFrame = errors.New("runner protocol: malformed frame")
 
 // ReadFrame reads one frame. Lengths past the limits, an unknown kind or
 // flags fail with ErrFrame before anything is allocated.
-func ReadFrame(r io.Reader) (Frame, error) {
+func ReadFrame(r io.Reader) (Frame, error) { return ReadFrameBuf(r, nil) }
+
+// ReadFrameBuf is ReadFrame with the frame's memory from alloc (nil:
+// make), so that a reader of much output can reuse buffers.
+func ReadFrameBuf(r io.Reader, alloc func(n int) []byte) (Frame, error) {
 	var h [headerLen]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Frame{}, err
@@ -93,7 +97,12 @@ func ReadFrame(r io.Reader) (Frame, error) {
 	case bodyN > MaxBody:
 		return Frame{}, fmt.Errorf("%w: a body of %d bytes (at most %d)", ErrFrame, bodyN, MaxBody)
 	}
-	buf := make([]byte, headN+bodyN)
+	var buf []byte
+	if alloc != nil {
+		buf = alloc(int(headN + bodyN))
+	} else {
+		buf = make([]byte, headN+bodyN)
+	}
 	if _, err := io.ReadFull(r, buf); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
