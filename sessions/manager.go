@@ -70,6 +70,17 @@ type Config struct {
 	OnEnd func(ctx context.Context, sessionID string)
 	// Network is the network policy: modes allowed, default, the proxy.
 	Network NetworkConfig
+	// RemoveRunner, when set, removes what a deleted session's runner
+	// keeps away from this host (its Kubernetes Sandbox and certificate).
+	// Delete and PurgeDeleted call it with the session's files; when it
+	// fails, the session stays in state deleted and the next server start
+	// tries again.
+	RemoveRunner func(ctx context.Context, sessionID string) error
+	// PrepareRunner, when set, is called as a session is created, after
+	// its workspace is made: a runner away from this host makes its place
+	// there (a Kubernetes Sandbox), so that its pod starts while the
+	// client gets its answer. A failure fails the create.
+	PrepareRunner func(ctx context.Context, sessionID string) error
 }
 
 // Manager maps (user, session id) to sessions and their live shells. Shells
@@ -257,7 +268,7 @@ func (m *Manager) Shell(s *Session) (Runner, error) {
 	if err := m.networkProfile(s, &p); err != nil {
 		return nil, err
 	}
-	opts := sandbox.Options{State: &state}
+	opts := sandbox.Options{State: &state, Session: s.ID}
 	var sh Runner
 	if q := m.cfg.QuotaBytes; q > 0 {
 		// No file may outgrow the quota: the kernel stops it there.

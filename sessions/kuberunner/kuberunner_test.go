@@ -1,0 +1,218 @@
+package kuberunner_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/ncruces/go-sqlite3/driver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/warrenhq/warren/sandbox/kube"
+	"github.com/warrenhq/warren/sandbox/kube/kubetest"
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
+	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/kuberunner"
+)
+
+var runnerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "warren-kuberunner-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	runnerBin, err = runnertest.Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is a session manager whose sessions run in the fake cluster: one
+// serve http --runner kubernetes, as far as sessions go.
+type server struct {
+	m    *sessions.Manager
+	data string
+}
+
+func newServer(t *testing.T, cl *kubetest.Cluster, data string) *server {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "warren.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store, err := sessions.NewStore(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbs, err := kube.New(cl.API(), cl.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sessions.NewManager(store, sessions.Config{DataDir: data, AllowLocalSources: true,
+		NewRunner: kuberunner.New(sbs), RemoveRunner: kuberunner.Remove(sbs), PrepareRunner: kuberunner.Prepare(sbs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return &server{m: m, data: data}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (s *server) read(t *testing.T, id, path string) string {
+	t.Helper()
+	_, f, err := s.m.OpenFiles(ctxFor(t), "alice", id, false)
+	if err != nil {
+		t.Fatalf("open the files of %s: %v", id, err)
+	}
+	c, err := f.Read(ctxFor(t), path, 1<<20)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return string(c.Data)
+}
+
+func (s *server) write(t *testing.T, id, path, data string) {
+	t.Helper()
+	_, f, err := s.m.OpenFiles(ctxFor(t), "alice", id, true)
+	if err != nil {
+		t.Fatalf("open the files of %s: %v", id, err)
+	}
+	if _, err := f.Write(ctxFor(t), path, []byte(data), sessions.WriteOptions{}); err != nil {
+		t.Fatalf("write %s: %v", path, err)
+	}
+}
+
+func mode(cl *kubetest.Cluster, name string) string {
+	sb := cl.Sandbox(name)
+	if sb == nil {
+		return ""
+	}
+	m, _, _ := unstructured.NestedString(sb.Object, "spec", "operatingMode")
+	return m
+}
+
+// A session's life with --runner kubernetes, against a fake API server
+// and real runners standing in for pods: made from a directory (whose
+// content reaches the pod's volume), used (files, diff), paused (its
+// Sandbox Suspended, its pod gone) and resumed (a new pod over the same
+// volume), re-opened by a restarted server without its first content
+// written again, carried on after its pod died and came back, and deleted
+// (Sandbox and Secret gone).
+func TestKubernetesSessionLife(t *testing.T) {
+	cl := kubetest.New(t, runnerBin)
+	data := t.TempDir()
+	src := t.TempDir()
+	for _, err := range []error{
+		os.WriteFile(filepath.Join(src, "README"), []byte("hello from the source\n"), 0o644),
+		os.MkdirAll(filepath.Join(src, "sub/deeper"), 0o755),
+		os.WriteFile(filepath.Join(src, "sub/deeper/a.txt"), []byte("a\n"), 0o644),
+		os.Symlink("sub/deeper/a.txt", filepath.Join(src, "link")),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := newServer(t, cl, data)
+	s, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := kube.Name(s.ID)
+	if !cl.Exists(kube.SandboxGVK, name) || !cl.Exists(kube.SecretGVK, name+"-tls") {
+		t.Fatal("creating the session made no Sandbox or no runner certificate")
+	}
+
+	// Used: the first content is in the pod's volume, read through its runner.
+	if got := srv.read(t, s.ID, "sub/deeper/a.txt"); got != "a\n" {
+		t.Fatalf("a.txt in the pod: %q", got)
+	}
+	if got := srv.read(t, s.ID, "link"); got != "a\n" {
+		t.Fatalf("the link in the pod reads %q", got)
+	}
+	sb := cl.Sandbox(name)
+	if sb == nil || sb.GetLabels()[kube.LabelSession] != s.ID || sb.GetAnnotations()[kube.AnnotationSeeded] != "true" {
+		t.Fatalf("the session's Sandbox: %v", sb)
+	}
+	srv.write(t, s.ID, "notes/new.txt", "made in the pod\n")
+	if b, err := os.ReadFile(filepath.Join(cl.Workspace(name), "notes/new.txt")); err != nil || string(b) != "made in the pod\n" {
+		t.Fatalf("the write is not on the Sandbox's volume: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "workspaces", s.ID, "notes")); err == nil {
+		t.Fatal("the write landed in the server's copy of the workspace")
+	}
+	_, d, err := srv.m.Diff(ctxFor(t), "alice", s.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Files) != 1 || d.Files[0].Path != "notes/new.txt" || d.Files[0].Status != "added" {
+		t.Fatalf("the diff: %+v", d.Files)
+	}
+
+	// Paused: the Sandbox is Suspended and its pod goes; resumed: a new pod.
+	if _, err := srv.m.Pause(ctxFor(t), "alice", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if m := mode(cl, name); m != kube.ModeSuspended {
+		t.Fatalf("a paused session's Sandbox is %q", m)
+	}
+	cl.WaitFor("the paused session's pod to stop", func() bool { return cl.PodPID(name) == 0 })
+	if _, err := srv.m.Resume(ctxFor(t), "alice", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	srv.write(t, s.ID, "README", "changed after resume\n")
+	if m := mode(cl, name); m != kube.ModeRunning || cl.Starts(name) != 2 {
+		t.Fatalf("after resume the Sandbox is %q with %d pods started", m, cl.Starts(name))
+	}
+
+	// A restarted server finds the session's Sandbox by its id and does
+	// not write the first content over what the session did.
+	srv.m.Close(ctxFor(t))
+	srv = newServer(t, cl, data)
+	if got := srv.read(t, s.ID, "README"); got != "changed after resume\n" {
+		t.Fatalf("after a restart README reads %q", got)
+	}
+	if n := len(cl.Sandboxes()); n != 1 {
+		t.Fatalf("%d Sandboxes after a restart, want the session's one", n)
+	}
+
+	// The pod dies and comes back over its volume: the session goes on.
+	before := cl.Starts(name)
+	cl.KillPod(name)
+	cl.WaitFor("a new pod", func() bool { return cl.Starts(name) > before && cl.PodPID(name) != 0 })
+	if got := srv.read(t, s.ID, "notes/new.txt"); got != "made in the pod\n" {
+		t.Fatalf("after the pod came back: %q", got)
+	}
+	srv.write(t, s.ID, "after-crash.txt", "still here\n")
+
+	// Commands need the runner's shell.
+	if _, err := srv.m.Exec(ctxFor(t), "alice", s.ID, "echo hi", sessions.ExecOptions{Timeout: time.Minute}); err == nil || !strings.Contains(err.Error(), "runner-owned shell") {
+		t.Errorf("a command: %v", err)
+	}
+
+	// Deleted: the Sandbox and its certificate go.
+	if _, err := srv.m.Delete(ctxFor(t), "alice", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if cl.Exists(kube.SandboxGVK, name) || cl.Exists(kube.SecretGVK, name+"-tls") {
+		t.Fatal("the deleted session's Sandbox or Secret is still there")
+	}
+	cl.WaitFor("the deleted session's pod to stop", func() bool { return cl.PodPID(name) == 0 })
+}
