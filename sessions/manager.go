@@ -81,6 +81,10 @@ type Config struct {
 	// there (a Kubernetes Sandbox), so that its pod starts while the
 	// client gets its answer. A failure fails the create.
 	PrepareRunner func(ctx context.Context, sessionID string) error
+	// NoBind refuses bind mode (and BindDir): set when the runners'
+	// workspaces are away from this host, where no directory of it can be
+	// worked in place.
+	NoBind bool
 }
 
 // Manager maps (user, session id) to sessions and their live shells. Shells
@@ -129,6 +133,9 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	dataReal, err := resolveDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
+	if cfg.BindDir != "" && cfg.NoBind {
+		return nil, fmt.Errorf("--workspace binds a directory of this host, and this server's sessions run away from it (Kubernetes): leave it out")
 	}
 	if cfg.BindDir != "" {
 		abs, err := filepath.Abs(cfg.BindDir)

@@ -17,7 +17,9 @@ import (
 	"github.com/warrenhq/warren/sandbox/kube/kubetest"
 	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 	"github.com/warrenhq/warren/sessions"
+	"github.com/warrenhq/warren/sessions/errs"
 	"github.com/warrenhq/warren/sessions/kuberunner"
+	"github.com/warrenhq/warren/sessions/workspace/gittest"
 )
 
 var runnerBin string
@@ -61,8 +63,9 @@ func newServer(t *testing.T, cl *kubetest.Cluster, data string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := sessions.NewManager(store, sessions.Config{DataDir: data, AllowLocalSources: true,
-		NewRunner: kuberunner.New(sbs), RemoveRunner: kuberunner.Remove(sbs), PrepareRunner: kuberunner.Prepare(sbs)})
+	cfg := sessions.Config{DataDir: data, AllowLocalSources: true}
+	kuberunner.Configure(&cfg, sbs)
+	m, err := sessions.NewManager(store, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,21 +122,26 @@ func mode(cl *kubetest.Cluster, name string) string {
 func TestKubernetesSessionLife(t *testing.T) {
 	cl := kubetest.New(t, runnerBin)
 	data := t.TempDir()
-	src := t.TempDir()
-	for _, err := range []error{
-		os.WriteFile(filepath.Join(src, "README"), []byte("hello from the source\n"), 0o644),
-		os.MkdirAll(filepath.Join(src, "sub/deeper"), 0o755),
-		os.WriteFile(filepath.Join(src, "sub/deeper/a.txt"), []byte("a\n"), 0o644),
-		os.Symlink("sub/deeper/a.txt", filepath.Join(src, "link")),
-	} {
-		if err != nil {
-			t.Fatal(err)
-		}
+	src, _, _ := gittest.Repo(t)
+	gittest.Write(t, src, "sub/deeper/a.txt", "a\n")
+	if err := os.Symlink("sub/deeper/a.txt", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
 	}
+	git := gittest.Git(t, src)
+	git("add", "-A")
+	git("commit", "-q", "-m", "more")
 	srv := newServer(t, cl, data)
+	// A directory cannot be bound where the workspace is not on this host.
+	if _, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: t.TempDir()}); errs.CodeOf(err) != errs.Invalid ||
+		!strings.Contains(err.Error(), "Kubernetes") {
+		t.Fatalf("binding a directory: %v", err)
+	}
 	s, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.Mode != sessions.ModeClone {
+		t.Fatalf("the session is a %s", s.Mode)
 	}
 	name, _ := kube.Name(s.ID)
 	if !cl.Exists(kube.SandboxGVK, name) || !cl.Exists(kube.SecretGVK, name+"-tls") {
@@ -143,6 +151,12 @@ func TestKubernetesSessionLife(t *testing.T) {
 	// Used: the first content is in the pod's volume, read through its runner.
 	if got := srv.read(t, s.ID, "sub/deeper/a.txt"); got != "a\n" {
 		t.Fatalf("a.txt in the pod: %q", got)
+	}
+	if got := srv.read(t, s.ID, "README.md"); got != "version two\n" {
+		t.Fatalf("README.md in the pod: %q", got)
+	}
+	if got := srv.read(t, s.ID, ".git/HEAD"); !strings.HasPrefix(got, "ref: refs/heads/main") {
+		t.Fatalf("the clone's .git/HEAD in the pod: %q", got)
 	}
 	if got := srv.read(t, s.ID, "link"); got != "a\n" {
 		t.Fatalf("the link in the pod reads %q", got)
@@ -177,7 +191,7 @@ func TestKubernetesSessionLife(t *testing.T) {
 	if _, err := srv.m.Resume(ctxFor(t), "alice", s.ID); err != nil {
 		t.Fatal(err)
 	}
-	srv.write(t, s.ID, "README", "changed after resume\n")
+	srv.write(t, s.ID, "README.md", "changed after resume\n")
 	if m := mode(cl, name); m != kube.ModeRunning || cl.Starts(name) != 2 {
 		t.Fatalf("after resume the Sandbox is %q with %d pods started", m, cl.Starts(name))
 	}
@@ -186,8 +200,8 @@ func TestKubernetesSessionLife(t *testing.T) {
 	// not write the first content over what the session did.
 	srv.m.Close(ctxFor(t))
 	srv = newServer(t, cl, data)
-	if got := srv.read(t, s.ID, "README"); got != "changed after resume\n" {
-		t.Fatalf("after a restart README reads %q", got)
+	if got := srv.read(t, s.ID, "README.md"); got != "changed after resume\n" {
+		t.Fatalf("after a restart README.md reads %q", got)
 	}
 	if n := len(cl.Sandboxes()); n != 1 {
 		t.Fatalf("%d Sandboxes after a restart, want the session's one", n)

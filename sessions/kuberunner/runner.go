@@ -290,3 +290,11 @@ func Prepare(sbs *kube.Sandboxes) func(ctx context.Context, id string) error {
 		return err
 	}
 }
+
+// Configure sets what cfg needs for sessions in the sandboxes of sbs:
+// their runners, the Sandbox made at create and removed at delete, and no
+// bind mode (no directory of this host reaches a pod).
+func Configure(cfg *sessions.Config, sbs *kube.Sandboxes) {
+	cfg.NewRunner, cfg.PrepareRunner, cfg.RemoveRunner = New(sbs), Prepare(sbs), Remove(sbs)
+	cfg.NoBind = true
+}
