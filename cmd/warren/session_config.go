@@ -81,6 +81,10 @@ func newSessionManager(c *cli.Context, store *sessions.Store, db *sql.DB, dir st
 		return nil, nil, err
 	}
 	cfg.Network = net
+	if err := kubeSessions(c, &cfg, log); err != nil {
+		stopNet()
+		return nil, nil, err
+	}
 	mgr, err := sessions.NewManager(store, cfg)
 	if err != nil {
 		stopNet()

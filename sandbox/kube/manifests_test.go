@@ -77,7 +77,7 @@ func TestDeployManifests(t *testing.T) {
 			kinds[u.GetKind()] = u
 		}
 	}
-	for _, k := range []string{"RuntimeClass", "ServiceAccount", "Role", "RoleBinding", "SandboxTemplate", "NetworkPolicy", "Deployment", "Service"} {
+	for _, k := range []string{"RuntimeClass", "ServiceAccount", "Role", "RoleBinding", "SandboxTemplate", "NetworkPolicy", "Deployment", "PersistentVolumeClaim", "Service"} {
 		if kinds[k] == nil {
 			t.Fatalf("no %s in the manifests", k)
 		}
@@ -234,6 +234,33 @@ func TestDeployManifests(t *testing.T) {
 	}
 	if !fromSecret {
 		t.Error("the PostgreSQL connection settings do not come from a Secret")
+	}
+	// The data directory (audit repositories, the clones sessions start
+	// from) outlives warren's pod: a claim, mounted where WARREN_DATA_DIR
+	// says; one replica, recreated, as a ReadWriteOnce volume needs.
+	dataDir := ""
+	for _, e := range wc.Env {
+		if e.Name == "WARREN_DATA_DIR" {
+			dataDir = e.Value
+		}
+	}
+	var claim string
+	for _, m := range wc.VolumeMounts {
+		if m.MountPath == dataDir {
+			for _, v := range dep.Spec.Template.Spec.Volumes {
+				if v.Name == m.Name && v.PersistentVolumeClaim != nil {
+					claim = v.PersistentVolumeClaim.ClaimName
+				}
+			}
+		}
+	}
+	var pvc corev1.PersistentVolumeClaim
+	strict(t, kinds["PersistentVolumeClaim"].Object, &pvc)
+	if dataDir == "" || claim == "" || claim != pvc.Name {
+		t.Errorf("warren's data directory %q is not on its PersistentVolumeClaim %q (mounted: %q)", dataDir, pvc.Name, claim)
+	}
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 || dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Error("warren's Deployment is not one replica, recreated: a ReadWriteOnce data volume holds one pod")
 	}
 	if sc := dep.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
 		t.Error("warren may run as root")
