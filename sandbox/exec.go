@@ -239,6 +239,10 @@ func (s *Shell) lost(c *ended, res Result) Result {
 // stop kills the jail's init, and with it everything in the jail; kill
 // reaps it later.
 func (j *jail) stop() {
+	if j.remote {
+		go j.runner.Close() // a wedged peer must not hold the caller
+		return
+	}
 	if j.initPID > 0 {
 		_ = syscall.Kill(j.initPID, syscall.SIGKILL)
 	}

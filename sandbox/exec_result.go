@@ -106,6 +106,12 @@ func (s *Shell) complete(c *ended, res Result, rep *proto.ShellExecResult) Resul
 	if !ended && (res.ExitCode != 0 || c.out[1].total > 0 || mayStartJobs(c.text)) {
 		s.stopLeftoversAtLimit(j)
 	}
+	if rep == nil && j.remote {
+		s.mu.Lock()
+		s.notes = append(s.notes, "warren: the connection to the session's runner was lost (was its pod restarted?); "+
+			"the next command starts a fresh shell with the saved cwd and exports")
+		s.mu.Unlock()
+	}
 	s.finish(c)
 	res.Stdout, res.StdoutBytes = c.out[0].bytes(), c.out[0].total
 	res.Stderr, res.StderrBytes = c.out[1].bytes(), c.out[1].total
@@ -123,8 +129,12 @@ func (s *Shell) complete(c *ended, res Result, rep *proto.ShellExecResult) Resul
 
 	if ended {
 		j.kill()
-		if _, err := s.ensureJail(); err != nil {
-			res.ShellRestarted = false // the next Exec reports why
+		// A runner on the network is dialled again by the next command:
+		// one that is down (its pod restarting) must not hold this result.
+		if !j.remote {
+			if _, err := s.ensureJail(); err != nil {
+				res.ShellRestarted = false // the next Exec reports why
+			}
 		}
 	}
 	return res

@@ -40,6 +40,9 @@ type jail struct {
 	// process from the others.
 	runner   *client.Conn
 	runnerID fileID
+	// remote: the runner is on the network (NewNetShell); the jail is
+	// its connection, with no process of this host.
+	remote bool
 }
 
 // jailSpec is what startJail needs besides the profile.
@@ -275,6 +278,11 @@ func (j *jail) alive() bool {
 // kills every process inside, background jobs included; bwrap outside
 // reaps the init and exits, so killing bwrap itself is the fallback only.
 func (j *jail) kill() {
+	if j.remote {
+		j.runner.Close() // the runner kills the connection's shell
+		<-j.exited
+		return
+	}
 	if j.initPID > 0 {
 		_ = syscall.Kill(j.initPID, syscall.SIGKILL)
 		select {

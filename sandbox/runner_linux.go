@@ -117,6 +117,9 @@ func (j *jail) isRunner(pid int) bool {
 // others lists the processes in the jail besides its shell and its
 // runner: a running command's, background jobs, daemons.
 func (j *jail) others() []int {
+	if j.remote {
+		return nil // not this host's processes
+	}
 	shell := j.shell()
 	var out []int
 	for _, pid := range descendants(j.initPID) {

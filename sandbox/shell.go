@@ -44,6 +44,7 @@ type Shell struct {
 	after        func() string // Options.AfterCommand
 	ws           *os.File      // the workspace directory, bound by descriptor
 	runner       string        // the runner's binary (FindRunner)
+	dial         Dialer        // a runner on the network instead of a jail (NewNetShell)
 }
 
 // Options tune NewShell.
@@ -204,7 +205,9 @@ func (s *Shell) Close() error {
 	if user != nil {
 		user.leave()
 	}
-	s.ws.Close()
+	if s.ws != nil {
+		s.ws.Close()
+	}
 	return nil
 }
 
@@ -241,6 +244,14 @@ func (s *Shell) ensureJail() (*jail, error) {
 	if s.jail != nil {
 		s.jail.kill() // reap and close what is left
 		s.jail = nil
+	}
+	if s.dial != nil {
+		j, err := dialJail(s.dial)
+		if err != nil {
+			return nil, err
+		}
+		s.jail = j
+		return j, nil
 	}
 	if s.user == nil && s.profile.User != "" {
 		s.user = joinUser(s.profile.User, s.profile.UserLimits)

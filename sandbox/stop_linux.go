@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"syscall"
 	"time"
 
 	"github.com/warrenhq/warren/sandbox/runner/proto"
@@ -56,7 +55,7 @@ func (s *Shell) StopAll(note string) bool {
 	}
 	// Killing the pid namespace's init kills everything in it; whoever
 	// runs the next command reaps what is left (ensureJail).
-	_ = syscall.Kill(j.initPID, syscall.SIGKILL)
+	j.stop()
 	select {
 	case <-j.exited:
 	case <-time.After(2 * time.Second):

@@ -109,7 +109,8 @@ type Result struct {
 	// Interrupted is true when the caller's context ended the command.
 	Interrupted bool
 	// ShellRestarted is true when the shell died or had to be killed and a
-	// fresh one was started with the saved cwd and exports.
+	// fresh one was started with the saved cwd and exports (for a runner on
+	// the network: is started by the next command, NewNetShell).
 	ShellRestarted bool
 }
 

@@ -83,17 +83,35 @@ func LocalRunner(p sandbox.Profile, opts sandbox.Options) (Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return localRunner{Shell: sh}, nil
+	return shellRunner{Shell: sh}, nil
 }
 
-// localRunner is the bwrap shell of a workspace on this host.
-type localRunner struct {
+// NetRunner runs a session's commands in the shell of a runner on the
+// network (a pod's `warren-runner --listen`), and reaches its files
+// through the same connection: dial connects to it (client.DialTLS with
+// the session's certificates), once per connection the session needs (the
+// first command, and again after the runner hung up or was restarted: the
+// new shell starts from the saved state). It is the same Runner as the
+// local jail's, over sandbox.NewNetShell: one protocol, one conformance
+// suite (sessions/runnersuite). p gives the shell its environment and
+// limits; opts its saved state and after-command hook.
+func NetRunner(p sandbox.Profile, dial sandbox.Dialer, opts sandbox.Options) (Runner, error) {
+	sh, err := sandbox.NewNetShell(p, dial, opts)
+	if err != nil {
+		return nil, err
+	}
+	return shellRunner{Shell: sh}, nil
+}
+
+// shellRunner is a *sandbox.Shell as a Runner: the bwrap jail on this
+// host (LocalRunner) or a runner on the network (NetRunner).
+type shellRunner struct {
 	*sandbox.Shell
 }
 
 // Exec runs command in the jail's shell, translating warren's options and
 // results to and from the shell's.
-func (r localRunner) Exec(ctx context.Context, command string, o RunOptions) (CommandResult, error) {
+func (r shellRunner) Exec(ctx context.Context, command string, o RunOptions) (CommandResult, error) {
 	opts := sandbox.ExecOptions{Timeout: o.Timeout, NoWait: o.NoWait, DetachAt: o.DetachAt, MaxOutput: MaxOutput}
 	if f := o.OnOutput; f != nil {
 		opts.OnOutput = func(s sandbox.Stream, chunk []byte) { f(Stream(s), chunk) }
@@ -106,7 +124,7 @@ func (r localRunner) Exec(ctx context.Context, command string, o RunOptions) (Co
 }
 
 // State is the shell's cwd and exports.
-func (r localRunner) State() ShellState { return ShellState(r.Shell.State()) }
+func (r shellRunner) State() ShellState { return ShellState(r.Shell.State()) }
 
 // runnerError translates the shell's errors into the Runner's.
 func runnerError(err error) error {
@@ -120,7 +138,7 @@ func runnerError(err error) error {
 }
 
 // Files reaches the workspace through the jail's runner.
-func (r localRunner) Files(ctx context.Context) (Files, error) {
+func (r shellRunner) Files(ctx context.Context) (Files, error) {
 	c, err := r.Shell.Runner(ctx)
 	if err != nil {
 		return nil, err
@@ -128,4 +146,4 @@ func (r localRunner) Files(ctx context.Context) (Files, error) {
 	return RunnerFiles(c), nil
 }
 
-var _ Runner = localRunner{}
+var _ Runner = shellRunner{}

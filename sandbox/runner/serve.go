@@ -36,6 +36,7 @@ type Call struct {
 	Out io.Writer
 
 	st       *stream
+	srv      *Server
 	afterEnd func()
 }
 
@@ -84,6 +85,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	streams map[uint32]*stream
+	conn    io.Closer   // the connection, when it can be closed
+	ended   bool        // the server closed the connection itself (endConn)
+	shell   *shellState // the connection's shell, once a command started it
 }
 
 // NewServer returns a server of ops.
@@ -95,6 +99,15 @@ func NewServer(ops map[string]Handler) *Server {
 // when the server closed it.
 func (s *Server) Serve(conn io.ReadWriter) error {
 	s.w = bufio.NewWriterSize(conn, 64<<10)
+	if c, ok := conn.(io.Closer); ok {
+		s.mu.Lock()
+		s.conn = c
+		s.mu.Unlock()
+	}
+	// The shell lives as long as its connection: a server that hung up
+	// (or reconnects, or another replica that takes the session over)
+	// never finds a shell it did not start.
+	defer s.endShell()
 	names := make([]string, 0, len(s.ops))
 	for n := range s.ops {
 		names = append(names, n)
@@ -109,7 +122,10 @@ func (s *Server) Serve(conn io.ReadWriter) error {
 	for {
 		f, err := proto.ReadFrame(r)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
+			s.mu.Lock()
+			ended := s.ended
+			s.mu.Unlock()
+			if errors.Is(err, io.EOF) || ended {
 				return nil
 			}
 			return err
@@ -159,7 +175,7 @@ func (s *Server) dispatch(f proto.Frame) error {
 
 // run does one request and ends its stream.
 func (s *Server) run(st *stream, req proto.Request) {
-	call := &Call{Ctx: st.ctx, Args: req.Args, In: &st.in, Out: st, st: st}
+	call := &Call{Ctx: st.ctx, Args: req.Args, In: &st.in, Out: st, st: st, srv: s}
 	defer func() {
 		s.mu.Lock()
 		delete(s.streams, st.id)
@@ -235,6 +251,40 @@ func (s *Server) endAll() {
 	for _, st := range s.streams {
 		st.end()
 		st.in.add(nil, true)
+	}
+}
+
+// endConn closes the connection from the runner's side (its shell has
+// ended: the jail's runner exits, a runner on a network hangs up on this
+// server only).
+func (s *Server) endConn() {
+	s.mu.Lock()
+	c := s.conn
+	s.ended = true
+	s.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// shellState returns the connection's shell state, made on first use.
+func (s *Server) shellState() *shellState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shell == nil {
+		s.shell = newShellState(s.endConn)
+	}
+	return s.shell
+}
+
+// endShell kills the connection's shell and what its commands left
+// running, once the connection is gone.
+func (s *Server) endShell() {
+	s.mu.Lock()
+	sh := s.shell
+	s.mu.Unlock()
+	if sh != nil {
+		sh.end()
 	}
 }
 

@@ -24,12 +24,16 @@ import (
 // exits, and the server starts a fresh jail with the saved state.
 
 func init() {
-	register(proto.OpShellExec, func(c *Call) (any, error) { return theShell.exec(c) })
-	register(proto.OpShellLimit, func(c *Call) (any, error) { return theShell.limit(c) })
+	register(proto.OpShellExec, func(c *Call) (any, error) { return c.srv.shellState().exec(c) })
+	register(proto.OpShellLimit, func(c *Call) (any, error) { return c.srv.shellState().limit(c) })
 }
 
-// theShell is the runner's one shell.
-var theShell = newShellState(func() { os.Exit(0) })
+// Each connection has a shell of its own (Server.shellState), started by
+// its first command. When the shell ends the runner hangs up that
+// connection: in a jail the runner then exits, and the jail with it; a
+// runner on a network serves the server's next connection with a fresh
+// shell. When the connection ends first, the shell is killed with
+// everything its commands started (end).
 
 func newShellState(exit func()) *shellState {
 	return &shellState{exit: exit, watched: make(chan struct{})}
@@ -37,7 +41,7 @@ func newShellState(exit func()) *shellState {
 
 // shellState is the runner's shell and what it knows of it.
 type shellState struct {
-	exit    func()        // ends the runner once its shell is gone
+	exit    func()        // hangs up the connection once its shell is gone
 	watched chan struct{} // closed once watch has seen the shell's end
 
 	mu    sync.Mutex // guards the fields below
@@ -149,6 +153,22 @@ func (s *shellState) watch(p *shellProc) {
 	if !busy {
 		s.exit()
 	}
+}
+
+// end kills the shell and every process its commands started (the
+// connection that owned it is gone). In a jail the jail's end does this
+// anyway; a runner on a network outlives its connections.
+func (s *shellState) end() {
+	s.mu.Lock()
+	p := s.p
+	s.ended = true
+	s.mu.Unlock()
+	if p == nil || !p.alive() {
+		return
+	}
+	signalCommand(p.pid, nil, syscall.SIGKILL)
+	p.kill()
+	<-s.watched
 }
 
 func (s *shellState) limit(c *Call) (any, error) {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"sync"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -17,28 +20,6 @@ import (
 // temporary directory: they check the protocol (records, reply, busy,
 // start, end); what a user sees of the shell is tested in sandbox, in
 // real jails.
-
-// freshShell gives the test a shell state of its own and records whether
-// the runner would have exited.
-func freshShell(t *testing.T) (exited func() bool) {
-	t.Helper()
-	var mu sync.Mutex
-	gone := false
-	old := theShell
-	s := newShellState(func() { mu.Lock(); gone = true; mu.Unlock() })
-	theShell = s
-	t.Cleanup(func() {
-		s.mu.Lock()
-		p := s.p
-		s.mu.Unlock()
-		if p != nil {
-			p.kill()
-			<-s.watched
-		}
-		theShell = old
-	})
-	return func() bool { mu.Lock(); defer mu.Unlock(); return gone }
-}
 
 type execOut struct {
 	stdout, stderr, exports []byte
@@ -89,7 +70,6 @@ func execute(t *testing.T, c *client.Conn, command string, args proto.ShellExecA
 }
 
 func TestShellExecRecordsAndReply(t *testing.T) {
-	freshShell(t)
 	c := pair(t, Ops())
 	dir := t.TempDir()
 	if _, err := execute(t, c, "echo hi", proto.ShellExecArgs{TimeoutMS: 10000}); errs.CodeOf(err) != errs.Unavailable {
@@ -119,7 +99,6 @@ func TestShellExecRecordsAndReply(t *testing.T) {
 }
 
 func TestShellExecBusyAndInterrupt(t *testing.T) {
-	freshShell(t)
 	c := pair(t, Ops())
 	if _, err := execute(t, c, "true", proto.ShellExecArgs{TimeoutMS: 10000, Init: "cd " + shellQuote(t.TempDir()) + "\n"}); err != nil {
 		t.Fatal(err)
@@ -150,19 +129,18 @@ func TestShellExecBusyAndInterrupt(t *testing.T) {
 	}
 }
 
-func TestShellEndEndsTheRunner(t *testing.T) {
-	exited := freshShell(t)
+// The connection's shell ends (exit): the runner reports it and hangs up,
+// which in a jail ends the runner and the jail.
+func TestShellEndEndsTheConnection(t *testing.T) {
 	c := pair(t, Ops())
 	o, err := execute(t, c, "echo bye; exit 7", proto.ShellExecArgs{TimeoutMS: 10000, Init: "cd " + shellQuote(t.TempDir()) + "\n"})
 	if err != nil || o.res.ExitCode != 7 || !o.res.ShellEnded || string(o.stdout) != "bye\n" {
 		t.Fatalf("exit 7: %+v %v", o, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !exited() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !exited() {
-		t.Fatal("the runner stays after its shell ended")
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner keeps the connection after its shell ended")
 	}
 	_, err = execute(t, c, "echo more", proto.ShellExecArgs{TimeoutMS: 10000})
 	if errs.CodeOf(err) != errs.Unavailable {
@@ -171,7 +149,6 @@ func TestShellEndEndsTheRunner(t *testing.T) {
 }
 
 func TestShellExecRefusesBadCommands(t *testing.T) {
-	freshShell(t)
 	c := pair(t, Ops())
 	for _, cmd := range []string{"", "  \n", "echo a\x00b"} {
 		_, err := execute(t, c, cmd, proto.ShellExecArgs{TimeoutMS: 1000, Init: ":\n"})
@@ -195,7 +172,6 @@ func TestMayStartJobs(t *testing.T) {
 // A command that arrives shorter than the server sent it (its input ended
 // early) is never run: a cut `rm -rf build/x` must not become `rm -rf b`.
 func TestShellExecRunsOnlyWholeCommands(t *testing.T) {
-	freshShell(t)
 	c := pair(t, Ops())
 	dir := t.TempDir()
 	cmd := "touch " + shellQuote(dir+"/ran")
@@ -206,4 +182,43 @@ func TestShellExecRunsOnlyWholeCommands(t *testing.T) {
 	if o, err := execute(t, c, "test -e "+shellQuote(dir+"/ran")+" && echo ran || echo not", proto.ShellExecArgs{TimeoutMS: 10000, Init: ":\n"}); err != nil || string(o.stdout) != "not\n" {
 		t.Fatalf("the cut command ran: %q %v", o.stdout, err)
 	}
+}
+
+// A connection that ends takes its shell with it, and everything its
+// commands left running: a runner on a network outlives its connections,
+// and the next server must not find (or pay for) a shell it did not start.
+func TestConnectionEndKillsItsShellAndJobs(t *testing.T) {
+	a, b := net.Pipe()
+	served := make(chan struct{})
+	go func() { _ = NewServer(Ops()).Serve(b); b.Close(); close(served) }()
+	c := client.New(a)
+	o, err := execute(t, c, "sleep 1000 >/dev/null 2>&1 & echo $! $$", proto.ShellExecArgs{TimeoutMS: 10000, Init: "cd " + shellQuote(t.TempDir()) + "\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job, shell int
+	if _, err := fmt.Sscan(string(o.stdout), &job, &shell); err != nil || job <= 0 || shell <= 0 {
+		t.Fatalf("pids %q: %v", o.stdout, err)
+	}
+	c.Close()
+	<-served
+	for _, pid := range []int{job, shell} {
+		deadline := time.Now().Add(10 * time.Second)
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("process %d outlived the connection", pid)
+		}
+	}
+}
+
+// alive reports whether pid runs (not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
