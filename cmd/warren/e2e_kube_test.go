@@ -16,9 +16,10 @@ import (
 // serve http --runner kubernetes, end to end: the built binary reaches a
 // fake API server through its production client (--kubeconfig), real
 // runners stand in for the sessions' pods, and a real MCP client makes a
-// session from a git repository, reads the clone in the pod, writes,
-// diffs, pauses (the Sandbox Suspended), resumes and deletes it (the
-// Sandbox and its Secret gone).
+// session from a git repository, reads the clone in the pod, writes, runs
+// commands in the pod's shell, diffs, pauses (the Sandbox Suspended),
+// resumes (cwd and exports kept) and deletes it (the Sandbox and its
+// Secret gone).
 func TestServeHTTPRunnerKubernetes(t *testing.T) {
 	needJail(t) // the harness's pods are bwrap mount namespaces
 	cl := kubetest.New(t, os.Getenv(sandbox.RunnerEnv))
@@ -48,13 +49,18 @@ func TestServeHTTPRunnerKubernetes(t *testing.T) {
 	if d := textOf(c.call("session_diff", map[string]any{"session_id": id})); !strings.Contains(d, "notes.txt") {
 		t.Fatalf("the diff does not show notes.txt: %s", d)
 	}
-	c.fails("shell_exec", map[string]any{"session_id": id, "command": "echo hi"}, "runner-owned shell")
+	if r := c.exec("cat notes.txt; mkdir -p sub && cd sub && export WHERE=pod", "session_id", id); r["stdout"] != "written in the pod\n" {
+		t.Fatalf("a command in the pod: %v", r)
+	}
 
 	c.ok("session_control", map[string]any{"session_id": id, "action": "pause"})
 	cl.WaitFor("the paused session's pod to stop", func() bool { return cl.PodPID(name) == 0 })
 	c.ok("session_control", map[string]any{"session_id": id, "action": "resume"})
 	if got := textOf(c.call("read_file", map[string]any{"session_id": id, "path": "notes.txt"})); !strings.Contains(got, "written in the pod") {
 		t.Fatalf("after resume: %q", got)
+	}
+	if r := c.exec(`echo "$WHERE $PWD"`, "session_id", id); r["stdout"] != "pod /workspace/sub\n" {
+		t.Fatalf("after resume the shell says %v", r)
 	}
 	if cl.Starts(name) != 2 {
 		t.Fatalf("%d pods started, want a second one after resume", cl.Starts(name))

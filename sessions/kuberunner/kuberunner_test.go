@@ -13,12 +13,14 @@ import (
 	_ "github.com/ncruces/go-sqlite3/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sandbox/kube"
 	"github.com/warrenhq/warren/sandbox/kube/kubetest"
 	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/errs"
 	"github.com/warrenhq/warren/sessions/kuberunner"
+	"github.com/warrenhq/warren/sessions/runnersuite"
 	"github.com/warrenhq/warren/sessions/workspace/gittest"
 )
 
@@ -103,6 +105,18 @@ func (s *server) write(t *testing.T, id, path, data string) {
 	}
 }
 
+func (s *server) exec(t *testing.T, id, command string) sessions.CommandResult {
+	t.Helper()
+	o, err := s.m.Exec(ctxFor(t), "alice", id, command, sessions.ExecOptions{Timeout: time.Minute})
+	if err != nil {
+		t.Fatalf("%s: %v", command, err)
+	}
+	if o.Running || o.StateErr != nil {
+		t.Fatalf("%s: running %v, state %v", command, o.Running, o.StateErr)
+	}
+	return o.Result
+}
+
 func mode(cl *kubetest.Cluster, name string) string {
 	sb := cl.Sandbox(name)
 	if sb == nil {
@@ -165,6 +179,9 @@ func TestKubernetesSessionLife(t *testing.T) {
 	if sb == nil || sb.GetLabels()[kube.LabelSession] != s.ID || sb.GetAnnotations()[kube.AnnotationSeeded] != "true" {
 		t.Fatalf("the session's Sandbox: %v", sb)
 	}
+	if res := srv.exec(t, s.ID, "cat README.md && cd sub && export GREETING=hi"); string(res.Stdout) != "version two\n" || res.Cwd != "/workspace/sub" {
+		t.Fatalf("a command in the pod: %q in %s", res.Stdout, res.Cwd)
+	}
 	srv.write(t, s.ID, "notes/new.txt", "made in the pod\n")
 	if b, err := os.ReadFile(filepath.Join(cl.Workspace(name), "notes/new.txt")); err != nil || string(b) != "made in the pod\n" {
 		t.Fatalf("the write is not on the Sandbox's volume: %q %v", b, err)
@@ -191,6 +208,9 @@ func TestKubernetesSessionLife(t *testing.T) {
 	if _, err := srv.m.Resume(ctxFor(t), "alice", s.ID); err != nil {
 		t.Fatal(err)
 	}
+	if res := srv.exec(t, s.ID, `echo "$GREETING $PWD"; cat ../notes/new.txt`); string(res.Stdout) != "hi /workspace/sub\nmade in the pod\n" {
+		t.Fatalf("after resume: %q", res.Stdout)
+	}
 	srv.write(t, s.ID, "README.md", "changed after resume\n")
 	if m := mode(cl, name); m != kube.ModeRunning || cl.Starts(name) != 2 {
 		t.Fatalf("after resume the Sandbox is %q with %d pods started", m, cl.Starts(name))
@@ -203,6 +223,9 @@ func TestKubernetesSessionLife(t *testing.T) {
 	if got := srv.read(t, s.ID, "README.md"); got != "changed after resume\n" {
 		t.Fatalf("after a restart README.md reads %q", got)
 	}
+	if res := srv.exec(t, s.ID, `echo "$GREETING $PWD"`); string(res.Stdout) != "hi /workspace/sub\n" {
+		t.Fatalf("after a restart the shell's state is %q", res.Stdout)
+	}
 	if n := len(cl.Sandboxes()); n != 1 {
 		t.Fatalf("%d Sandboxes after a restart, want the session's one", n)
 	}
@@ -214,11 +237,8 @@ func TestKubernetesSessionLife(t *testing.T) {
 	if got := srv.read(t, s.ID, "notes/new.txt"); got != "made in the pod\n" {
 		t.Fatalf("after the pod came back: %q", got)
 	}
-	srv.write(t, s.ID, "after-crash.txt", "still here\n")
-
-	// Commands need the runner's shell.
-	if _, err := srv.m.Exec(ctxFor(t), "alice", s.ID, "echo hi", sessions.ExecOptions{Timeout: time.Minute}); err == nil || !strings.Contains(err.Error(), "runner-owned shell") {
-		t.Errorf("a command: %v", err)
+	if res := srv.exec(t, s.ID, `echo "$GREETING $PWD" > ../after-crash.txt; cat ../after-crash.txt`); string(res.Stdout) != "hi /workspace/sub\n" {
+		t.Fatalf("a command after the pod came back: %q", res.Stdout)
 	}
 
 	// Deleted: the Sandbox and its certificate go.
@@ -229,4 +249,34 @@ func TestKubernetesSessionLife(t *testing.T) {
 		t.Fatal("the deleted session's Sandbox or Secret is still there")
 	}
 	cl.WaitFor("the deleted session's pod to stop", func() bool { return cl.PodPID(name) == 0 })
+}
+
+// The runner conformance suite against runners in the fake cluster's
+// pods: each runner a session of its own, its Sandbox made from the
+// deployment's template, its commands in the pod's runner's shell.
+func TestKubeRunnerConformance(t *testing.T) {
+	cl := kubetest.New(t, runnerBin)
+	sbs, err := kube.New(cl.API(), cl.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newRunner := kuberunner.New(sbs)
+	runnersuite.Run(t, func(t *testing.T, st sessions.ShellState) sessions.Runner {
+		dir := t.TempDir()
+		ws, err := os.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, saved := sessions.NewID(), sandbox.State(st)
+		r, err := newRunner(sandbox.DefaultProfile(dir), sandbox.Options{Session: id, State: &saved, Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := kuberunner.Remove(sbs)(context.Background(), id); err != nil {
+				t.Error(err)
+			}
+		})
+		return r
+	})
 }
