@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,6 +73,28 @@ func TestDeploymentArgsAreServeHTTPFlags(t *testing.T) {
 	for f, v := range want {
 		if got[f] != v {
 			t.Errorf("--%s is %q, want %q", f, got[f], v)
+		}
+	}
+}
+
+// warren links Kubernetes' client only as sandbox/kube does (the dynamic
+// client on unstructured objects): no typed API, whose package
+// initialization registers every built-in type at start in every warren,
+// Kubernetes or not, and nothing made for tests (kubetest, the fake
+// API server's controller-runtime).
+func TestWarrenLinksNoTypedKubernetesAPI(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/warrenhq/warren/cmd/warren").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/warrenhq/warren/sessions/kuberunner") {
+		t.Fatal("warren does not link sessions/kuberunner: --runner kubernetes is not wired")
+	}
+	for _, p := range deps {
+		if strings.HasPrefix(p, "k8s.io/api/") || strings.HasPrefix(p, "sigs.k8s.io/controller-runtime") ||
+			p == "k8s.io/client-go/kubernetes/scheme" || strings.HasSuffix(p, "/kubetest") {
+			t.Errorf("warren links %s", p)
 		}
 	}
 }
