@@ -150,6 +150,12 @@ func TestKubernetesSessionLife(t *testing.T) {
 		!strings.Contains(err.Error(), "Kubernetes") {
 		t.Fatalf("binding a directory: %v", err)
 	}
+	// Nor can a pod be given a network it would not have.
+	for _, n := range []sessions.Network{{Mode: sessions.NetAllowlist, Allow: []string{"github.com"}}, {Mode: sessions.NetHost}} {
+		if _, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src, Network: &n}); errs.CodeOf(err) != errs.Invalid {
+			t.Fatalf("a session with network %s: %v", n.Mode, err)
+		}
+	}
 	s, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src})
 	if err != nil {
 		t.Fatal(err)

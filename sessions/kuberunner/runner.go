@@ -39,11 +39,15 @@ const (
 )
 
 // Configure sets what cfg needs for sessions in the sandboxes of sbs:
-// their runners, the Sandbox made at create and removed at delete, and no
-// bind mode (no directory of this host reaches a pod).
+// their runners, the Sandbox made at create and removed at delete, no
+// bind mode (no directory of this host reaches a pod), and no network
+// mode but none: the egress proxy is not served to pods yet, and a pod's
+// network is its NetworkPolicy's, so a session asking for an allowlist or
+// the host's network is refused rather than given none silently.
 func Configure(cfg *sessions.Config, sbs *kube.Sandboxes) {
 	cfg.NewRunner, cfg.PrepareRunner, cfg.RemoveRunner = New(sbs), Prepare(sbs), Remove(sbs)
 	cfg.NoBind = true
+	cfg.Network.Proxy, cfg.Network.AllowHost = nil, false
 }
 
 // New returns the NewRunner of sessions whose sandboxes sbs makes. A
