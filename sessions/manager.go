@@ -502,6 +502,10 @@ func (m *Manager) dropShell(id string, forget bool) {
 		return
 	}
 	if forget {
+		// Stopped first: a runner away from this host suspends what it
+		// runs on (a Kubernetes Sandbox), which closing alone keeps for
+		// the server's next start.
+		l.sh.Stop()
 		l.sh.Close()
 		if st := m.sessionState(id); st == StateArchived || st == StateDeleted {
 			m.forgetNetwork(id)

@@ -236,8 +236,31 @@ func TestKubernetesSessionLife(t *testing.T) {
 		t.Fatalf("%d Sandboxes after a restart, want the session's one", n)
 	}
 
-	// The pod dies and comes back over its volume: the session goes on.
+	// The pod dies and comes back over its volume, once while a command
+	// runs (which ends, saying its shell restarted) and once between
+	// commands: the session goes on.
 	before := cl.Starts(name)
+	done := make(chan sessions.Outcome, 1)
+	go func() {
+		o, err := srv.m.Exec(ctxFor(t), "alice", s.ID, "touch ../running; sleep 30", sessions.ExecOptions{Timeout: time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- o
+	}()
+	cl.WaitFor("the command to start", func() bool {
+		_, err := os.Stat(filepath.Join(cl.Workspace(name), "running"))
+		return err == nil
+	})
+	cl.KillPod(name)
+	if o := <-done; o.Running || !o.Result.ShellRestarted {
+		t.Fatalf("a command whose pod died: %+v", o.Result)
+	}
+	cl.WaitFor("a new pod", func() bool { return cl.Starts(name) > before && cl.PodPID(name) != 0 })
+	if res := srv.exec(t, s.ID, `echo "$GREETING $PWD"`); string(res.Stdout) != "hi /workspace/sub\n" {
+		t.Fatalf("after the pod died under a command: %q", res.Stdout)
+	}
+	before = cl.Starts(name)
 	cl.KillPod(name)
 	cl.WaitFor("a new pod", func() bool { return cl.Starts(name) > before && cl.PodPID(name) != 0 })
 	if got := srv.read(t, s.ID, "notes/new.txt"); got != "made in the pod\n" {
@@ -245,6 +268,20 @@ func TestKubernetesSessionLife(t *testing.T) {
 	}
 	if res := srv.exec(t, s.ID, `echo "$GREETING $PWD" > ../after-crash.txt; cat ../after-crash.txt`); string(res.Stdout) != "hi /workspace/sub\n" {
 		t.Fatalf("a command after the pod came back: %q", res.Stdout)
+	}
+
+	// Archived: its Sandbox is suspended, its volume kept for reads.
+	other, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherName, _ := kube.Name(other.ID)
+	srv.exec(t, other.ID, "echo kept > kept.txt")
+	if _, err := srv.m.Archive(ctxFor(t), "alice", other.ID); err != nil {
+		t.Fatal(err)
+	}
+	if m := mode(cl, otherName); m != kube.ModeSuspended {
+		t.Fatalf("an archived session's Sandbox is %q", m)
 	}
 
 	// Deleted: the Sandbox and its certificate go.

@@ -16,6 +16,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -67,6 +68,12 @@ type Cluster struct {
 // runnerBin, with the deployment's SandboxTemplate applied.
 func New(t testing.TB, runnerBin string) *Cluster {
 	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatal("bwrap is not installed: the fake cluster's pods are bwrap mount namespaces (run 'just deps'; CI installs it)")
+	}
+	if runnerBin == "" {
+		t.Fatal("no warren-runner binary for the fake cluster's pods (build it with runnertest.Build)")
+	}
 	scheme := kruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

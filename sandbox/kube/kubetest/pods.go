@@ -164,7 +164,9 @@ func (cl *Cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 			return "", err
 		}
 	}
-	bw := []string{"--die-with-parent", "--tmpfs", "/"}
+	// A pid namespace of its own: when the pod's process is killed,
+	// whatever its commands left running goes with it, as with a pod.
+	bw := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--tmpfs", "/"}
 	bw = append(bw, systemDirs()...)
 	bw = append(bw, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 		"--ro-bind", podDir, tlsPath, "--ro-bind", cl.runner, "/opt/warren-runner")
