@@ -52,6 +52,13 @@ type server struct {
 
 func newServer(t *testing.T, cl *kubetest.Cluster, data string) *server {
 	t.Helper()
+	return newServerWith(t, cl, cl.Config(), data)
+}
+
+// newServerWith is newServer with the cluster's settings changed (a warm
+// pool); like serve, it prepares what sandboxes need before the first.
+func newServerWith(t *testing.T, cl *kubetest.Cluster, kcfg kube.Config, data string) *server {
+	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "warren.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +68,11 @@ func newServer(t *testing.T, cl *kubetest.Cluster, data string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sbs, err := kube.New(cl.API(), cl.Config())
+	sbs, err := kube.New(cl.API(), kcfg)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sbs.Prepare(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := sessions.Config{DataDir: data, AllowLocalSources: true}
@@ -322,4 +332,37 @@ func TestKubeRunnerConformance(t *testing.T) {
 		})
 		return r
 	})
+}
+
+// With a warm pool, a session claims a Sandbox the pool made (named after
+// the pool, not the session), gets its first content and runs its
+// commands there, and gives it back on delete.
+func TestKubernetesSessionFromAWarmPool(t *testing.T) {
+	cl := kubetest.New(t, runnerBin)
+	kcfg := cl.Config()
+	kcfg.WarmPool = "warren-warm"
+	srv := newServerWith(t, cl, kcfg, t.TempDir())
+	src, _, _ := gittest.Repo(t)
+	s, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, _ := kube.Name(s.ID)
+	name := cl.Claimed(claim)
+	if name == "" || name == claim || !cl.Exists(kube.ClaimGVK, claim) {
+		t.Fatalf("the session's claim %s got the Sandbox %q", claim, name)
+	}
+	if res := srv.exec(t, s.ID, "cat README.md; pwd"); string(res.Stdout) != "version two\n/workspace\n" {
+		t.Fatalf("a command in the pool's pod: %q", res.Stdout)
+	}
+	if sb := cl.Sandbox(name); sb == nil || sb.GetAnnotations()[kube.AnnotationSeeded] != "true" {
+		t.Fatalf("the pool's Sandbox is not marked as holding the session's files: %v", sb)
+	}
+	if _, err := srv.m.Delete(ctxFor(t), "alice", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if cl.Exists(kube.ClaimGVK, claim) {
+		t.Fatal("the deleted session's claim is still there")
+	}
+	cl.WaitFor("the claimed Sandbox to go", func() bool { return !cl.Exists(kube.SandboxGVK, name) })
 }

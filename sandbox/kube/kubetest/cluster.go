@@ -62,6 +62,9 @@ type Cluster struct {
 	volumes map[string]string // by Sandbox name: the "PVC"
 	nextIP  int
 	starts  map[string]int // pods started, by Sandbox name
+	// claims are the warm pool's: the Sandbox each SandboxClaim got.
+	claims   map[string]string
+	nextWarm int
 }
 
 // New starts a fake cluster whose pods run the warren-runner binary
@@ -80,7 +83,9 @@ func New(t testing.TB, runnerBin string) *Cluster {
 	}
 	sb := &unstructured.Unstructured{}
 	sb.SetGroupVersionKind(kube.SandboxGVK)
-	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(sb).Build()
+	claim := &unstructured.Unstructured{}
+	claim.SetGroupVersionKind(kube.ClaimGVK)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(sb, claim).Build()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +93,7 @@ func New(t testing.TB, runnerBin string) *Cluster {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cl := &Cluster{t: t, c: c, runner: runnerBin, port: port, root: t.TempDir(), pods: map[string]*pod{},
-		volumes: map[string]string{}, nextIP: 1, starts: map[string]int{}}
+		volumes: map[string]string{}, nextIP: 1, starts: map[string]int{}, claims: map[string]string{}}
 	cl.applyTemplate()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -45,6 +45,7 @@ func (cl *Cluster) sandboxes(ctx context.Context) []unstructured.Unstructured {
 func (cl *Cluster) reconcile(ctx context.Context) {
 	cl.rec.Lock()
 	defer cl.rec.Unlock()
+	cl.reconcileClaims(ctx)
 	seen := map[string]bool{}
 	for _, sb := range cl.sandboxes(ctx) {
 		name := sb.GetName()
