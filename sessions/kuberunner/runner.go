@@ -56,12 +56,11 @@ func Configure(cfg *sessions.Config, sbs *kube.Sandboxes) {
 // Sandbox's life.
 func New(sbs *kube.Sandboxes) sessions.NewRunner {
 	return func(p sandbox.Profile, opts sandbox.Options) (sessions.Runner, error) {
-		if _, err := kube.Name(opts.Session); err != nil || opts.Session == "" {
+		// The Sandbox is named after the session (sandbox.Options.Session,
+		// which the manager sets): an id that cannot name one is refused.
+		if _, err := kube.Name(opts.Session); err != nil {
 			if opts.Workspace != nil {
 				opts.Workspace.Close()
-			}
-			if err == nil {
-				err = errs.New(errs.Internal, "a Kubernetes runner needs the session's id")
 			}
 			return nil, err
 		}
