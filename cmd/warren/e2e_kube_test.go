@@ -27,7 +27,7 @@ func TestServeHTTPRunnerKubernetes(t *testing.T) {
 	repo, _, _ := gittest.Repo(t)
 	srv := serveHTTP(t, "--data-dir", t.TempDir(), "--auth", "none", "--runner", "kubernetes", "--kubeconfig", kubeconfig,
 		"--kube-namespace", kubetest.Namespace, "--kube-template", kubetest.Template,
-		"--kube-runner-port", strconv.Itoa(cl.Config().Port))
+		"--kube-runner-port", strconv.Itoa(cl.Port()))
 	c := connectHTTP(t, srv, "")
 
 	c.fails("session_create", map[string]any{"source": t.TempDir()}, "Kubernetes")

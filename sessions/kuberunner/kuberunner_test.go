@@ -52,7 +52,12 @@ type server struct {
 
 func newServer(t *testing.T, cl *kubetest.Cluster, data string) *server {
 	t.Helper()
-	return newServerWith(t, cl, cl.Config(), data)
+	return newServerWith(t, cl, kubeConfig(cl), data)
+}
+
+// kubeConfig is the kube.Config of sessions in the fake cluster.
+func kubeConfig(cl *kubetest.Cluster) kube.Config {
+	return kube.Config{Namespace: kubetest.Namespace, Template: kubetest.Template, Port: cl.Port(), PollEvery: kubetest.PollEvery}
 }
 
 // newServerWith is newServer with the cluster's settings changed (a warm
@@ -309,7 +314,7 @@ func TestKubernetesSessionLife(t *testing.T) {
 // deployment's template, its commands in the pod's runner's shell.
 func TestKubeRunnerConformance(t *testing.T) {
 	cl := kubetest.New(t, runnerBin)
-	sbs, err := kube.New(cl.API(), cl.Config())
+	sbs, err := kube.New(cl.API(), kubeConfig(cl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +344,7 @@ func TestKubeRunnerConformance(t *testing.T) {
 // commands there, and gives it back on delete.
 func TestKubernetesSessionFromAWarmPool(t *testing.T) {
 	cl := kubetest.New(t, runnerBin)
-	kcfg := cl.Config()
+	kcfg := kubeConfig(cl)
 	kcfg.WarmPool = "warren-warm"
 	srv := newServerWith(t, cl, kcfg, t.TempDir())
 	src, _, _ := gittest.Repo(t)

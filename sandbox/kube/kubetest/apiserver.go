@@ -17,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/warrenhq/warren/sandbox/kube"
 )
 
 // ServeAPI serves the cluster's fake API over HTTP, as an API server
@@ -57,7 +55,7 @@ current-context: fake
 
 // kinds are the resources the fake API serves, by plural.
 var kinds = map[string]schema.GroupVersionKind{
-	"sandboxes": kube.SandboxGVK, "sandboxtemplates": kube.TemplateGVK, "sandboxclaims": kube.ClaimGVK, "secrets": kube.SecretGVK,
+	"sandboxes": SandboxGVK, "sandboxtemplates": TemplateGVK, "sandboxclaims": ClaimGVK, "secrets": SecretGVK,
 }
 
 // route parses /api/v1/namespaces/NS/PLURAL[/NAME] and

@@ -2,14 +2,17 @@
 // Kubernetes sessions: controller-runtime's fake API server, and a harness
 // that does what the agent-sandbox controller and the kubelet would. A
 // Sandbox in Running mode gets a "pod": a real warren-runner --listen
-// process in a bwrap mount namespace where the Sandbox's volume is at
-// /workspace and /home/warren (as the SandboxTemplate's volume mounts put
-// it) and the Secret of its warren-tls volume at the template's mount
-// path, listening on an address of its own (127.0.0.N, the template's
-// port). Suspended stops the process; a process that dies is started
-// again on another address over the same volume, as a pod is.
+// process with the container's arguments from the Sandbox's pod template,
+// listening on an address of its own (127.0.0.N, the template's port),
+// in a bwrap mount namespace where the Sandbox's volume is where the
+// template mounts it (/workspace, /home/warren) and the Secret of its
+// warren-tls volume at its mount path (or, with Plain, as a plain process
+// working in the volume's directory). Suspended stops the process; a
+// process that dies is started again on another address over the same
+// volume, as a pod is. A SandboxClaim gets a Sandbox as from a warm pool.
 //
-// It is for tests only: nothing in warren's binaries imports it.
+// It is for tests only: nothing in warren's binaries imports it, and it
+// imports no warren package, so that sandbox/kube's own tests use it.
 package kubetest
 
 import (
@@ -33,16 +36,47 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/yaml"
-
-	"github.com/warrenhq/warren/sandbox/kube"
 )
 
 // Namespace is where the fake cluster's sandboxes live; Template the
-// SandboxTemplate it holds (the deployment's, sandbox/kube/deploy).
+// SandboxTemplate it holds (the deployment's, sandbox/kube/deploy);
+// PollEvery how often warren should read a Sandbox again in it.
 const (
 	Namespace = "warren-test"
 	Template  = "warren-session"
+	PollEvery = 20 * time.Millisecond
 )
+
+// The agent-sandbox API the harness plays (v1beta1 of v0.5.6) and what
+// warren's pod template and warren agree on. This package does not import
+// sandbox/kube, whose own tests use it; they check these against it.
+var (
+	SandboxGVK  = schema.GroupVersionKind{Group: "agents.x-k8s.io", Version: "v1beta1", Kind: "Sandbox"}
+	TemplateGVK = schema.GroupVersionKind{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Kind: "SandboxTemplate"}
+	ClaimGVK    = schema.GroupVersionKind{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Kind: "SandboxClaim"}
+	SecretGVK   = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+)
+
+// TLSVolume is the pod volume that holds a runner's certificate Secret.
+const TLSVolume = "warren-tls"
+
+// PoolSecret is the Secret a warm pool's pods mount as TLSVolume.
+func PoolSecret(pool string) string { return pool + "-tls" }
+
+const (
+	modeRunning   = "Running"
+	modeSuspended = "Suspended"
+)
+
+// Option changes how the cluster runs its pods.
+type Option func(*Cluster)
+
+// Plain runs each pod's runner as a plain process working in the
+// Sandbox's volume directory (Volume), without a mount namespace: for
+// tests of the adapter that tell pods apart by the runner's pid and look
+// at where it works. Without it the runner sees the volume at /workspace
+// and /home/warren, as the template mounts it.
+func Plain(cl *Cluster) { cl.plain = true }
 
 // Cluster is one fake cluster. Its pods run until the test ends.
 type Cluster struct {
@@ -51,6 +85,7 @@ type Cluster struct {
 	runner string // the warren-runner binary
 	port   int
 	root   string
+	plain  bool
 
 	// rec serializes the rounds of reconcile with what a pod's end
 	// writes, so that a dead pod's status never lands after its
@@ -65,13 +100,23 @@ type Cluster struct {
 	// claims are the warm pool's: the Sandbox each SandboxClaim got.
 	claims   map[string]string
 	nextWarm int
+	// secretOf, when set for a Sandbox, makes its pod mount another
+	// Secret than the one its spec names (an impostor).
+	secretOf map[string]string
+	// hold keeps a Sandbox's pod from starting (a node that has no room).
+	hold map[string]bool
 }
 
 // New starts a fake cluster whose pods run the warren-runner binary
 // runnerBin, with the deployment's SandboxTemplate applied.
-func New(t testing.TB, runnerBin string) *Cluster {
+func New(t testing.TB, runnerBin string, opts ...Option) *Cluster {
 	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
+	cl := &Cluster{t: t, runner: runnerBin, pods: map[string]*pod{}, volumes: map[string]string{}, nextIP: 1,
+		starts: map[string]int{}, claims: map[string]string{}, secretOf: map[string]string{}, hold: map[string]bool{}}
+	for _, o := range opts {
+		o(cl)
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil && !cl.plain {
 		t.Fatal("bwrap is not installed: the fake cluster's pods are bwrap mount namespaces (run 'just deps'; CI installs it)")
 	}
 	if runnerBin == "" {
@@ -82,9 +127,9 @@ func New(t testing.TB, runnerBin string) *Cluster {
 		t.Fatal(err)
 	}
 	sb := &unstructured.Unstructured{}
-	sb.SetGroupVersionKind(kube.SandboxGVK)
+	sb.SetGroupVersionKind(SandboxGVK)
 	claim := &unstructured.Unstructured{}
-	claim.SetGroupVersionKind(kube.ClaimGVK)
+	claim.SetGroupVersionKind(ClaimGVK)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(sb, claim).Build()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -92,8 +137,7 @@ func New(t testing.TB, runnerBin string) *Cluster {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cl := &Cluster{t: t, c: c, runner: runnerBin, port: port, root: t.TempDir(), pods: map[string]*pod{},
-		volumes: map[string]string{}, nextIP: 1, starts: map[string]int{}, claims: map[string]string{}}
+	cl.c, cl.port, cl.root = c, port, t.TempDir()
 	cl.applyTemplate()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -116,13 +160,12 @@ func New(t testing.TB, runnerBin string) *Cluster {
 	return cl
 }
 
-// Config is the kube.Config of sessions in this cluster.
-func (cl *Cluster) Config() kube.Config {
-	return kube.Config{Namespace: Namespace, Template: Template, Port: cl.port, PollEvery: 20 * time.Millisecond}
-}
+// Port is where the pods' runners listen (the template's port, on each
+// pod's own address).
+func (cl *Cluster) Port() int { return cl.port }
 
-// API is the cluster's API as sandbox/kube uses it.
-func (cl *Cluster) API() kube.API { return ctrlAPI{cl.c} }
+// API is the cluster's API as sandbox/kube uses it (its kube.API).
+func (cl *Cluster) API() API { return API{cl.c} }
 
 // Client is the fake API server's client, to look at what warren made.
 func (cl *Cluster) Client() ctrl.Client { return cl.c }
@@ -142,7 +185,7 @@ func (cl *Cluster) Exists(gvk schema.GroupVersionKind, name string) bool {
 // Sandbox is the Sandbox named name, or nil.
 func (cl *Cluster) Sandbox(name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(kube.SandboxGVK)
+	u.SetGroupVersionKind(SandboxGVK)
 	if err := cl.c.Get(context.Background(), ctrl.ObjectKey{Namespace: Namespace, Name: name}, u); err != nil {
 		return nil
 	}
@@ -180,12 +223,44 @@ func (cl *Cluster) KillPod(name string) {
 // Workspace is where the Sandbox's pod sees /workspace, on this host (""
 // before its first pod).
 func (cl *Cluster) Workspace(name string) string {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if v, ok := cl.volumes[name]; ok {
+	if v := cl.Volume(name); v != "" {
 		return filepath.Join(v, "workspace")
 	}
 	return ""
+}
+
+// Volume is the directory that stands for the Sandbox's volume claim (""
+// before its first pod); the template mounts its subdirectories.
+func (cl *Cluster) Volume(name string) string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.volumes[name]
+}
+
+// PodIP is the address of the Sandbox's pod ("" when it has none).
+func (cl *Cluster) PodIP(name string) string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if p := cl.pods[name]; p != nil {
+		return p.ip
+	}
+	return ""
+}
+
+// Hold keeps the Sandbox's pods from starting (on), as a cluster without
+// room, or lets them start again.
+func (cl *Cluster) Hold(name string, on bool) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.hold[name] = on
+}
+
+// MountSecret makes the Sandbox's pods mount the Secret secret as their
+// certificate instead of the one the Sandbox names: an impostor.
+func (cl *Cluster) MountSecret(name, secret string) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.secretOf[name] = secret
 }
 
 // WaitFor polls cond until it holds, failing the test after a minute.
@@ -212,7 +287,7 @@ func (cl *Cluster) applyTemplate() {
 		cl.t.Fatalf("%s: %v", file, err)
 	}
 	tmpl := &unstructured.Unstructured{Object: m}
-	if tmpl.GroupVersionKind() != kube.TemplateGVK {
+	if tmpl.GroupVersionKind() != TemplateGVK {
 		cl.t.Fatalf("%s holds no SandboxTemplate", file)
 	}
 	tmpl.SetNamespace(Namespace)
@@ -222,22 +297,22 @@ func (cl *Cluster) applyTemplate() {
 	}
 }
 
-// ctrlAPI is kube.API through controller-runtime's client: the fake API
-// server's status subresource and resourceVersion conflicts behave as a
-// real one's.
-type ctrlAPI struct{ c ctrl.Client }
+// API is sandbox/kube's API through controller-runtime's client: the fake
+// API server's status subresource and resourceVersion conflicts behave as
+// a real one's.
+type API struct{ c ctrl.Client }
 
-func (a ctrlAPI) Get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+func (a API) Get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	return u, a.c.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: name}, u)
 }
 
-func (a ctrlAPI) Create(ctx context.Context, obj *unstructured.Unstructured) error {
+func (a API) Create(ctx context.Context, obj *unstructured.Unstructured) error {
 	return a.c.Create(ctx, obj)
 }
 
-func (a ctrlAPI) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, ns, name string, patch []byte) error {
+func (a API) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, ns, name string, patch []byte) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	u.SetNamespace(ns)
@@ -245,7 +320,7 @@ func (a ctrlAPI) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, ns
 	return a.c.Patch(ctx, u, ctrl.RawPatch(types.MergePatchType, patch))
 }
 
-func (a ctrlAPI) Delete(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) error {
+func (a API) Delete(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	u.SetNamespace(ns)

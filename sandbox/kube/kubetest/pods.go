@@ -16,13 +16,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/warrenhq/warren/sandbox/kube"
 )
 
 // pod is a Sandbox's runner process.
 type pod struct {
 	cmd  *exec.Cmd
+	ip   string
 	dead chan struct{}
 }
 
@@ -34,7 +33,7 @@ func (p *pod) kill() {
 // sandboxes lists the Sandboxes of the namespace.
 func (cl *Cluster) sandboxes(ctx context.Context) []unstructured.Unstructured {
 	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(kube.SandboxGVK.GroupVersion().WithKind("SandboxList"))
+	l.SetGroupVersionKind(SandboxGVK.GroupVersion().WithKind("SandboxList"))
 	if err := cl.c.List(ctx, l, ctrl.InNamespace(Namespace)); err != nil {
 		return nil
 	}
@@ -55,13 +54,19 @@ func (cl *Cluster) reconcile(ctx context.Context) {
 		p := cl.pods[name]
 		cl.mu.Unlock()
 		switch {
-		case mode == kube.ModeSuspended && p != nil:
+		case mode == modeSuspended && p != nil:
 			cl.stopPod(name, p)
 			cl.setStatus(ctx, name, false, "SandboxSuspended", "", true)
-		case mode == kube.ModeSuspended:
+		case mode == modeSuspended:
 			cl.setStatus(ctx, name, false, "SandboxSuspended", "", true)
 		case p == nil:
 			cl.setStatus(ctx, name, false, "DependenciesNotReady", "", false)
+			cl.mu.Lock()
+			held := cl.hold[name]
+			cl.mu.Unlock()
+			if held {
+				continue
+			}
 			if ip, err := cl.startPod(ctx, &sb); err != nil {
 				cl.t.Logf("pod of %s: %v", name, err)
 			} else {
@@ -121,7 +126,7 @@ func (cl *Cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 	secret, tlsPath := "", ""
 	vols, _, _ := unstructured.NestedSlice(spec, "volumes")
 	for _, v := range vols {
-		if m := v.(map[string]any); m["name"] == kube.TLSVolume {
+		if m := v.(map[string]any); m["name"] == TLSVolume {
 			secret, _, _ = unstructured.NestedString(m, "secret", "secretName")
 		}
 	}
@@ -132,15 +137,20 @@ func (cl *Cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 		m := v.(map[string]any)
 		at, _ := m["mountPath"].(string)
 		switch m["name"] {
-		case kube.TLSVolume:
+		case TLSVolume:
 			tlsPath = at
 		case "workspace":
 			sub, _ := m["subPath"].(string)
 			claimMounts[sub] = at
 		}
 	}
+	cl.mu.Lock()
+	if s, ok := cl.secretOf[name]; ok {
+		secret = s
+	}
+	cl.mu.Unlock()
 	if secret == "" || tlsPath == "" {
-		return "", fmt.Errorf("no %s volume with a Secret mounted", kube.TLSVolume)
+		return "", fmt.Errorf("no %s volume with a Secret mounted", TLSVolume)
 	}
 	var sec corev1.Secret
 	if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: Namespace, Name: secret}, &sec); err != nil {
@@ -157,38 +167,30 @@ func (cl *Cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 	cl.starts[name]++
 	podDir := filepath.Join(cl.root, name+"-pod-"+strconv.Itoa(cl.starts[name]))
 	cl.mu.Unlock()
-	if err := os.MkdirAll(podDir, 0o700); err != nil {
-		return "", err
+	for _, d := range []string{vol, podDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", err
+		}
 	}
 	for k, b := range sec.Data {
 		if err := os.WriteFile(filepath.Join(podDir, k), b, 0o400); err != nil {
 			return "", err
 		}
 	}
-	// A pid namespace of its own: when the pod's process is killed,
-	// whatever its commands left running goes with it, as with a pod.
-	bw := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--tmpfs", "/"}
-	bw = append(bw, systemDirs()...)
-	bw = append(bw, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-		"--ro-bind", podDir, tlsPath, "--ro-bind", cl.runner, "/opt/warren-runner")
-	for sub, at := range claimMounts {
-		dir := filepath.Join(vol, sub)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", err
-		}
-		bw = append(bw, "--bind", dir, at)
-	}
-	if wd, _ := ctr["workingDir"].(string); wd != "" {
-		bw = append(bw, "--chdir", wd)
-	}
 	for i := range args {
 		if i > 0 && args[i-1] == "--listen" {
 			args[i] = net.JoinHostPort(ip, strconv.Itoa(cl.port))
 		}
 	}
-	bw = append(append(bw, "--", "/opt/warren-runner"), args[1:]...)
-	cmd := exec.Command("bwrap", bw...)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/warren"}
+	var cmd *exec.Cmd
+	if cl.plain {
+		cmd = plainPod(args, vol, podDir, tlsPath, cl.runner)
+	} else {
+		var err error
+		if cmd, err = cl.bwrapPod(ctr, args, vol, podDir, tlsPath, claimMounts); err != nil {
+			return "", err
+		}
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -197,7 +199,7 @@ func (cl *Cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
-	p := &pod{cmd: cmd, dead: make(chan struct{})}
+	p := &pod{cmd: cmd, ip: ip, dead: make(chan struct{})}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "listening on ") {
 		cmd.Process.Kill()
@@ -226,6 +228,45 @@ func (cl *Cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 	return ip, nil
 }
 
+// plainPod runs the runner as a plain process working in the volume
+// directory, its certificate files at the pod's directory.
+func plainPod(args []string, vol, podDir, tlsPath, runner string) *exec.Cmd {
+	for i, a := range args {
+		if strings.HasPrefix(a, tlsPath+"/") {
+			args[i] = filepath.Join(podDir, strings.TrimPrefix(a, tlsPath+"/"))
+		}
+	}
+	cmd := exec.Command(runner, args[1:]...)
+	cmd.Dir = vol
+	return cmd
+}
+
+// bwrapPod runs the runner in a mount namespace made as the kubelet would
+// make the container's: the volume claim's subdirectories at their mount
+// paths, the Secret at its, the host's programs read-only.
+func (cl *Cluster) bwrapPod(ctr map[string]any, args []string, vol, podDir, tlsPath string, claimMounts map[string]string) (*exec.Cmd, error) {
+	// A pid namespace of its own: when the pod's process is killed,
+	// whatever its commands left running goes with it, as with a pod.
+	bw := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--tmpfs", "/"}
+	bw = append(bw, systemDirs()...)
+	bw = append(bw, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--ro-bind", podDir, tlsPath, "--ro-bind", cl.runner, "/opt/warren-runner")
+	for sub, at := range claimMounts {
+		dir := filepath.Join(vol, sub)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		bw = append(bw, "--bind", dir, at)
+	}
+	if wd, _ := ctr["workingDir"].(string); wd != "" {
+		bw = append(bw, "--chdir", wd)
+	}
+	bw = append(append(bw, "--", "/opt/warren-runner"), args[1:]...)
+	cmd := exec.Command("bwrap", bw...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/warren"}
+	return cmd, nil
+}
+
 // systemDirs are bwrap's arguments giving the pod this host's programs,
 // read-only: the warren image has a shell and its tools too.
 func systemDirs() []string {
@@ -244,7 +285,7 @@ func systemDirs() []string {
 func (cl *Cluster) setStatus(ctx context.Context, name string, ready bool, reason, ip string, suspended bool) {
 	for range 20 {
 		sb := &unstructured.Unstructured{}
-		sb.SetGroupVersionKind(kube.SandboxGVK)
+		sb.SetGroupVersionKind(SandboxGVK)
 		if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: Namespace, Name: name}, sb); err != nil {
 			return
 		}

@@ -6,17 +6,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/warrenhq/warren/sandbox/kube"
 )
 
 // reconcileClaims plays a warm pool's controller: a SandboxClaim gets a
 // Sandbox of the template whose pod mounts the pool's Secret
-// (kube.PoolSecret) as its warren-tls volume, named after the pool, not
+// (PoolSecret) as its warren-tls volume, named after the pool, not
 // the session; deleting the claim deletes that Sandbox.
 func (cl *Cluster) reconcileClaims(ctx context.Context) {
 	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(kube.ClaimGVK.GroupVersion().WithKind("SandboxClaimList"))
+	l.SetGroupVersionKind(ClaimGVK.GroupVersion().WithKind("SandboxClaimList"))
 	if err := cl.c.List(ctx, l, ctrl.InNamespace(Namespace)); err != nil {
 		return
 	}
@@ -28,20 +26,20 @@ func (cl *Cluster) reconcileClaims(ctx context.Context) {
 		}
 		pool, _, _ := unstructured.NestedString(c.Object, "spec", "warmPoolRef", "name")
 		tmpl := &unstructured.Unstructured{}
-		tmpl.SetGroupVersionKind(kube.TemplateGVK)
+		tmpl.SetGroupVersionKind(TemplateGVK)
 		if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: Namespace, Name: Template}, tmpl); err != nil {
 			continue
 		}
 		podT, _, _ := unstructured.NestedMap(tmpl.Object, "spec", "podTemplate")
 		vols, _, _ := unstructured.NestedSlice(podT, "spec", "volumes")
-		vols = append(vols, map[string]any{"name": kube.TLSVolume, "secret": map[string]any{"secretName": kube.PoolSecret(pool)}})
+		vols = append(vols, map[string]any{"name": TLSVolume, "secret": map[string]any{"secretName": PoolSecret(pool)}})
 		_ = unstructured.SetNestedSlice(podT, vols, "spec", "volumes")
 		cl.mu.Lock()
 		cl.nextWarm++
 		name := pool + "-" + strconv.Itoa(cl.nextWarm)
 		cl.mu.Unlock()
-		sb := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"podTemplate": podT, "operatingMode": kube.ModeRunning}}}
-		sb.SetGroupVersionKind(kube.SandboxGVK)
+		sb := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"podTemplate": podT, "operatingMode": modeRunning}}}
+		sb.SetGroupVersionKind(SandboxGVK)
 		sb.SetNamespace(Namespace)
 		sb.SetName(name)
 		if err := cl.c.Create(ctx, sb); err != nil {
@@ -60,7 +58,7 @@ func (cl *Cluster) reconcileClaims(ctx context.Context) {
 	for claim, name := range cl.claims {
 		if !present[claim] {
 			sb := &unstructured.Unstructured{}
-			sb.SetGroupVersionKind(kube.SandboxGVK)
+			sb.SetGroupVersionKind(SandboxGVK)
 			sb.SetNamespace(Namespace)
 			sb.SetName(name)
 			_ = cl.c.Delete(ctx, sb)
