@@ -13,14 +13,12 @@ import (
 	_ "github.com/ncruces/go-sqlite3/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/warrenhq/warren/sandbox"
 	"github.com/warrenhq/warren/sandbox/kube"
 	"github.com/warrenhq/warren/sandbox/kube/kubetest"
 	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/errs"
 	"github.com/warrenhq/warren/sessions/kuberunner"
-	"github.com/warrenhq/warren/sessions/runnersuite"
 	"github.com/warrenhq/warren/sessions/workspace/gittest"
 )
 
@@ -64,6 +62,12 @@ func kubeConfig(cl *kubetest.Cluster) kube.Config {
 // pool); like serve, it prepares what sandboxes need before the first.
 func newServerWith(t *testing.T, cl *kubetest.Cluster, kcfg kube.Config, data string) *server {
 	t.Helper()
+	return newServerCfg(t, cl, kcfg, sessions.Config{}, data)
+}
+
+// newServerCfg is newServerWith with the manager's settings.
+func newServerCfg(t *testing.T, cl *kubetest.Cluster, kcfg kube.Config, cfg sessions.Config, data string) *server {
+	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "warren.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +84,7 @@ func newServerWith(t *testing.T, cl *kubetest.Cluster, kcfg kube.Config, data st
 	if err := sbs.Prepare(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	cfg := sessions.Config{DataDir: data, AllowLocalSources: true}
+	cfg.DataDir, cfg.AllowLocalSources = data, true
 	kuberunner.Configure(&cfg, sbs)
 	m, err := sessions.NewManager(store, cfg)
 	if err != nil {
@@ -307,67 +311,4 @@ func TestKubernetesSessionLife(t *testing.T) {
 		t.Fatal("the deleted session's Sandbox or Secret is still there")
 	}
 	cl.WaitFor("the deleted session's pod to stop", func() bool { return cl.PodPID(name) == 0 })
-}
-
-// The runner conformance suite against runners in the fake cluster's
-// pods: each runner a session of its own, its Sandbox made from the
-// deployment's template, its commands in the pod's runner's shell.
-func TestKubeRunnerConformance(t *testing.T) {
-	cl := kubetest.New(t, runnerBin)
-	sbs, err := kube.New(cl.API(), kubeConfig(cl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	newRunner := kuberunner.New(sbs)
-	runnersuite.Run(t, func(t *testing.T, st sessions.ShellState) sessions.Runner {
-		dir := t.TempDir()
-		ws, err := os.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, saved := sessions.NewID(), sandbox.State(st)
-		r, err := newRunner(sandbox.DefaultProfile(dir), sandbox.Options{Session: id, State: &saved, Workspace: ws})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := kuberunner.Remove(sbs)(context.Background(), id); err != nil {
-				t.Error(err)
-			}
-		})
-		return r
-	})
-}
-
-// With a warm pool, a session claims a Sandbox the pool made (named after
-// the pool, not the session), gets its first content and runs its
-// commands there, and gives it back on delete.
-func TestKubernetesSessionFromAWarmPool(t *testing.T) {
-	cl := kubetest.New(t, runnerBin)
-	kcfg := kubeConfig(cl)
-	kcfg.WarmPool = "warren-warm"
-	srv := newServerWith(t, cl, kcfg, t.TempDir())
-	src, _, _ := gittest.Repo(t)
-	s, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claim, _ := kube.Name(s.ID)
-	name := cl.Claimed(claim)
-	if name == "" || name == claim || !cl.Exists(kube.ClaimGVK, claim) {
-		t.Fatalf("the session's claim %s got the Sandbox %q", claim, name)
-	}
-	if res := srv.exec(t, s.ID, "cat README.md; pwd"); string(res.Stdout) != "version two\n/workspace\n" {
-		t.Fatalf("a command in the pool's pod: %q", res.Stdout)
-	}
-	if sb := cl.Sandbox(name); sb == nil || sb.GetAnnotations()[kube.AnnotationSeeded] != "true" {
-		t.Fatalf("the pool's Sandbox is not marked as holding the session's files: %v", sb)
-	}
-	if _, err := srv.m.Delete(ctxFor(t), "alice", s.ID); err != nil {
-		t.Fatal(err)
-	}
-	if cl.Exists(kube.ClaimGVK, claim) {
-		t.Fatal("the deleted session's claim is still there")
-	}
-	cl.WaitFor("the claimed Sandbox to go", func() bool { return !cl.Exists(kube.SandboxGVK, name) })
 }
