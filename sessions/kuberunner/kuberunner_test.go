@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 // serve http --runner kubernetes, as far as sessions go.
 type server struct {
 	m    *sessions.Manager
+	sbs  *kube.Sandboxes
 	data string
 }
 
@@ -91,7 +92,7 @@ func newServerCfg(t *testing.T, cl *kubetest.Cluster, kcfg kube.Config, cfg sess
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
-	return &server{m: m, data: data}
+	return &server{m: m, sbs: sbs, data: data}
 }
 
 func ctxFor(t *testing.T) context.Context {

@@ -40,14 +40,20 @@ const (
 
 // Configure sets what cfg needs for sessions in the sandboxes of sbs:
 // their runners, the Sandbox made at create and removed at delete, no
-// bind mode (no directory of this host reaches a pod), and no network
-// mode but none: the egress proxy is not served to pods yet, and a pod's
-// network is its NetworkPolicy's, so a session asking for an allowlist or
-// the host's network is refused rather than given none silently.
+// bind mode (no directory of this host reaches a pod), and the network
+// modes pods can have: none, and allowlist when sbs's pods reach warren's
+// egress proxy (kube.Config.EgressProxy; serve it with ServeEgress),
+// through cfg.Network.Proxy as for a local jail. A pod's network is
+// otherwise its NetworkPolicy's, so a session asking for the host's
+// network, or for an allowlist without the proxy, is refused rather than
+// given none silently.
 func Configure(cfg *sessions.Config, sbs *kube.Sandboxes) {
 	cfg.NewRunner, cfg.PrepareRunner, cfg.RemoveRunner = New(sbs), Prepare(sbs), Remove(sbs)
 	cfg.NoBind = true
-	cfg.Network.Proxy, cfg.Network.AllowHost = nil, false
+	cfg.Network.AllowHost = false
+	if sbs.Egress() == "" {
+		cfg.Network.Proxy = nil
+	}
 }
 
 // New returns the NewRunner of sessions whose sandboxes sbs makes. A
@@ -63,6 +69,13 @@ func New(sbs *kube.Sandboxes) sessions.NewRunner {
 				opts.Workspace.Close()
 			}
 			return nil, err
+		}
+		if p.Egress != nil {
+			// The pod's runner listens on the pod's loopback at the
+			// template's port (kube.EgressPort): the shell's proxy
+			// variables name it, as in a local jail.
+			p.Env = withEnv(p.Env, (&sandbox.Egress{Port: kube.EgressPort}).ProxyEnv())
+			p.Egress = nil
 		}
 		r := &Runner{sbs: sbs, id: opts.Session, ws: opts.Workspace}
 		opts.Workspace = nil // kept for the first content; the shell has no use for it

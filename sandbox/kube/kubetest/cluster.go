@@ -84,8 +84,12 @@ type Cluster struct {
 	c      ctrl.WithWatch
 	runner string // the warren-runner binary
 	port   int
-	root   string
-	plain  bool
+	// egressPort is where a pod's runner listens for its egress, on
+	// the pod's own address (the template's 127.0.0.1:3128 is one
+	// loopback for all pods here).
+	egressPort int
+	root       string
+	plain      bool
 
 	// rec serializes the rounds of reconcile with what a pod's end
 	// writes, so that a dead pod's status never lands after its
@@ -137,6 +141,12 @@ func New(t testing.TB, runnerBin string, opts ...Option) *Cluster {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
+	eln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.egressPort = eln.Addr().(*net.TCPAddr).Port
+	eln.Close()
 	cl.c, cl.port, cl.root = c, port, t.TempDir()
 	cl.applyTemplate()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -163,6 +173,11 @@ func New(t testing.TB, runnerBin string, opts ...Option) *Cluster {
 // Port is where the pods' runners listen (the template's port, on each
 // pod's own address).
 func (cl *Cluster) Port() int { return cl.port }
+
+// EgressPort is where the pods' runners listen for their egress (when
+// the Sandbox's runner forwards it), on each pod's own address (PodIP):
+// a pod's 127.0.0.1:3128.
+func (cl *Cluster) EgressPort() int { return cl.egressPort }
 
 // API is the cluster's API as sandbox/kube uses it (its kube.API).
 func (cl *Cluster) API() API { return API{cl.c} }

@@ -181,6 +181,11 @@ func (cl *Cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 		if i > 0 && args[i-1] == "--listen" {
 			args[i] = net.JoinHostPort(ip, strconv.Itoa(cl.port))
 		}
+		// The pods share this host's network: each one's loopback is
+		// its own address (127.0.0.N, loopback too), at EgressPort.
+		if i > 0 && args[i-1] == "--egress-listen" {
+			args[i] = net.JoinHostPort(ip, strconv.Itoa(cl.egressPort))
+		}
 	}
 	var cmd *exec.Cmd
 	if cl.plain {
