@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,6 +86,8 @@ func TestServeHTTPRunnerFlagsRefused(t *testing.T) {
 		{[]string{"--kube-namespace", "x"}, "is for --runner kubernetes"},
 		{[]string{"--runner", "kubernetes", "--workspace", "."}, "leave it out"},
 		{[]string{"--runner", "kubernetes", "--kubeconfig", "/nonexistent/kubeconfig", "--kube-namespace", "x"}, "/nonexistent/kubeconfig"},
+		{[]string{"--kube-proxy-listen", "127.0.0.1:0"}, "is for --runner kubernetes"},
+		{[]string{"--runner", "kubernetes", "--kube-namespace", "x", "--kube-proxy-listen", "127.0.0.1:0"}, "go together"},
 	} {
 		cmd := exec.Command(warrenBin, append([]string{"serve", "http", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, tc.args...)...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG=")
@@ -88,5 +95,61 @@ func TestServeHTTPRunnerFlagsRefused(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), tc.want) {
 			t.Errorf("serve http %v: %v\n%s", tc.args, err, out)
 		}
+	}
+}
+
+// serve http --runner kubernetes --kube-proxy-listen, end to end: a
+// session in network mode allowlist, in a fake cluster's pod, reaches an
+// allowed host through the pod's runner and warren's egress proxy (mutual
+// TLS, the session's certificate), is refused another, and
+// session_network_log lists both; the host's network stays refused.
+func TestServeHTTPRunnerKubernetesAllowlist(t *testing.T) {
+	needJail(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello from upstream")
+	}))
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(up.URL, "http://"))
+	cl := kubetest.New(t, os.Getenv(sandbox.RunnerEnv))
+	kubeconfig := cl.ServeAPI(t)
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(`{"network": {"hosts": {"upstream.test": "127.0.0.1"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := ln.Addr().String()
+	ln.Close()
+	srv := serveHTTP(t, "--data-dir", data, "--auth", "none", "--runner", "kubernetes", "--kubeconfig", kubeconfig,
+		"--kube-namespace", kubetest.Namespace, "--kube-template", kubetest.Template,
+		"--kube-runner-port", strconv.Itoa(cl.Port()), "--kube-proxy-listen", proxy, "--kube-proxy-addr", proxy)
+	c := connectHTTP(t, srv, "")
+
+	c.fails("session_create", map[string]any{"network": map[string]any{"mode": "host"}}, "host")
+	s := c.ok("session_create", map[string]any{"network": map[string]any{"mode": "allowlist", "allow": []any{"upstream.test:" + port}}})
+	id := s["session_id"].(string)
+	name, _ := kube.Name(id)
+	if r := c.exec(`printf '%s' "$HTTP_PROXY"`, "session_id", id); r["stdout"] != "http://127.0.0.1:3128" {
+		t.Fatalf("the session's HTTP_PROXY: %v", r)
+	}
+	// The fake cluster's pods share this host's network: the pod's
+	// 127.0.0.1:3128 is its own address here.
+	via := " -x http://" + net.JoinHostPort(cl.PodIP(name), strconv.Itoa(cl.EgressPort())) + " "
+	if r := c.exec("curl -sS --max-time 20"+via+"http://upstream.test:"+port+"/", "session_id", id); r["stdout"] != "hello from upstream" {
+		t.Fatalf("the allowed host from the pod: %v", r)
+	}
+	r := c.exec("curl -sS --max-time 20 -w ' %{http_code}'"+via+"http://other.test:"+port+"/", "session_id", id)
+	if so := r["stdout"].(string); !strings.HasSuffix(so, " 403") || !strings.Contains(so, "not in the session's allowlist") {
+		t.Fatalf("the denied host from the pod: %v", r)
+	}
+	var got []string
+	for _, d := range c.ok("session_network_log", map[string]any{"session_id": id})["decisions"].([]any) {
+		d := d.(map[string]any)
+		got = append(got, fmt.Sprintf("%v:%v %v", d["host"], d["port"], d["allowed"]))
+	}
+	if want := []string{"upstream.test:" + port + " true", "other.test:" + port + " false"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("session_network_log: %q, want %q", got, want)
 	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -25,6 +27,10 @@ func runnerFlags() []cli.Flag {
 		&cli.StringFlag{Name: "kube-template", Value: "warren-session", Usage: "--runner kubernetes: the SandboxTemplate every session's Sandbox is made from"},
 		&cli.StringFlag{Name: "kube-warm-pool", Usage: "--runner kubernetes: a SandboxWarmPool to claim sessions' sandboxes from instead of making them cold"},
 		&cli.IntFlag{Name: "kube-runner-port", Value: kube.DefaultPort, Usage: "--runner kubernetes: the port the runner listens on in a session's pod (the template's)"},
+		&cli.StringFlag{Name: "kube-proxy-listen", Usage: "--runner kubernetes: serve warren's egress proxy to the sessions' pods on this address (e.g. 0.0.0.0:7071), " +
+			"over TLS 1.3 with the runners' certificates: sessions in network mode allowlist (needs --kube-proxy-addr)"},
+		&cli.StringFlag{Name: "kube-proxy-addr", Usage: "--runner kubernetes: the address the sessions' pods dial for --kube-proxy-listen, IP:PORT " +
+			"(the warren Service's cluster IP and proxy port: pods have no DNS)"},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "--runner kubernetes: the kubeconfig file of the cluster (default: the pod's service account when warren runs in the cluster, else $KUBECONFIG)"},
 	}
 }
@@ -35,43 +41,51 @@ const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namesp
 // kubeSessions sets cfg up for --runner kubernetes, or leaves it for local
 // jails. The cluster is not read here: sessions reach it as they are made
 // and used, and warren's certificate authority is made or read now.
-func kubeSessions(c *cli.Context, cfg *sessions.Config, log zerolog.Logger) error {
+//
+// With --kube-proxy-listen it serves warren's egress proxy to the pods
+// there until stop is called.
+func kubeSessions(c *cli.Context, cfg *sessions.Config, log zerolog.Logger) (stop func(), err error) {
+	stop = func() {}
 	switch c.String("runner") {
 	case "", "local":
-		for _, f := range []string{"kube-namespace", "kube-warm-pool", "kubeconfig"} {
+		for _, f := range []string{"kube-namespace", "kube-warm-pool", "kubeconfig", "kube-proxy-listen", "kube-proxy-addr"} {
 			if c.IsSet(f) {
-				return cli.Exit("--"+f+" is for --runner kubernetes", 2)
+				return stop, cli.Exit("--"+f+" is for --runner kubernetes", 2)
 			}
 		}
-		return nil
+		return stop, nil
 	case "kubernetes":
 	default:
-		return cli.Exit(fmt.Sprintf("--runner %q: want local or kubernetes", c.String("runner")), 2)
+		return stop, cli.Exit(fmt.Sprintf("--runner %q: want local or kubernetes", c.String("runner")), 2)
 	}
 	if c.String("workspace") != "" {
-		return cli.Exit("--workspace binds a directory of this host, and with --runner kubernetes sessions run in pods: leave it out", 2)
+		return stop, cli.Exit("--workspace binds a directory of this host, and with --runner kubernetes sessions run in pods: leave it out", 2)
+	}
+	proxyListen, proxyAddr := c.String("kube-proxy-listen"), c.String("kube-proxy-addr")
+	if (proxyListen == "") != (proxyAddr == "") {
+		return stop, cli.Exit("--kube-proxy-listen and --kube-proxy-addr go together: where warren serves its egress proxy, and the address pods dial for it", 2)
 	}
 	ns := c.String("kube-namespace")
 	if ns == "" {
 		b, err := os.ReadFile(inClusterNamespace)
 		if err != nil {
-			return cli.Exit("--runner kubernetes: name the sessions' namespace with --kube-namespace (warren is not in a pod, whose namespace it would take)", 2)
+			return stop, cli.Exit("--runner kubernetes: name the sessions' namespace with --kube-namespace (warren is not in a pod, whose namespace it would take)", 2)
 		}
 		ns = strings.TrimSpace(string(b))
 	}
 	api, err := connectKube(c.String("kubeconfig"))
 	if err != nil {
-		return cli.Exit("--runner kubernetes: "+err.Error(), 2)
+		return stop, cli.Exit("--runner kubernetes: "+err.Error(), 2)
 	}
 	sbs, err := kube.New(api, kube.Config{Namespace: ns, Template: c.String("kube-template"), WarmPool: c.String("kube-warm-pool"),
-		Port: c.Int("kube-runner-port")})
+		Port: c.Int("kube-runner-port"), EgressProxy: proxyAddr})
 	if err != nil {
-		return cli.Exit("--runner kubernetes: "+err.Error(), 2)
+		return stop, cli.Exit("--runner kubernetes: "+err.Error(), 2)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, time.Minute)
 	defer cancel()
 	if err := sbs.Prepare(ctx); err != nil {
-		return fmt.Errorf("--runner kubernetes: prepare the runners' certificate authority in namespace %s: %w", ns, err)
+		return stop, fmt.Errorf("--runner kubernetes: prepare the runners' certificate authority in namespace %s: %w", ns, err)
 	}
 	if c.String("database") == "" {
 		// Decided: a warning, not a refusal. One replica whose data
@@ -80,10 +94,26 @@ func kubeSessions(c *cli.Context, cfg *sessions.Config, log zerolog.Logger) erro
 		log.Warn().Str("database", "sqlite").Msg("--runner kubernetes keeps its state in SQLite on this server's disk: " +
 			"run one replica only, with the data directory on a persistent volume, or pass --database postgres://… (env WARREN_DATABASE)")
 	}
+	px := cfg.Network.Proxy
 	kuberunner.Configure(cfg, sbs)
+	if proxyListen != "" {
+		ln, err := net.Listen("tcp", proxyListen)
+		if err != nil {
+			return stop, cli.Exit("--kube-proxy-listen: "+err.Error(), 2)
+		}
+		cfg.Network.Proxy = px
+		go func() {
+			err := kuberunner.ServeEgress(context.Background(), sbs, px, ln)
+			if !errors.Is(err, net.ErrClosed) {
+				log.Error().Err(err).Msg("the egress proxy for pods stopped: sessions in allowlist mode have no network")
+			}
+		}()
+		stop = func() { ln.Close() }
+		log.Info().Str("listen", ln.Addr().String()).Str("pods_dial", proxyAddr).Msg("egress proxy served to the sessions' pods")
+	}
 	log.Info().Str("namespace", ns).Str("template", c.String("kube-template")).Str("warm_pool", c.String("kube-warm-pool")).
 		Msg("sessions run in Kubernetes sandboxes")
-	return nil
+	return stop, nil
 }
 
 // connectKube reaches the cluster: the kubeconfig named, else the pod's

@@ -56,7 +56,7 @@ func TestDeploymentArgsAreServeHTTPFlags(t *testing.T) {
 		if sub.Name == "http" {
 			sub.Action = func(c *cli.Context) error {
 				got = map[string]string{}
-				for _, f := range []string{"runner", "kube-namespace", "kube-template", "database", "data-dir", "addr"} {
+				for _, f := range []string{"runner", "kube-namespace", "kube-template", "database", "data-dir", "addr", "kube-proxy-listen", "kube-proxy-addr"} {
 					got[f] = c.String(f)
 				}
 				return nil
@@ -69,7 +69,8 @@ func TestDeploymentArgsAreServeHTTPFlags(t *testing.T) {
 		t.Fatalf("serve http does not take the Deployment's arguments %q: %v", ctr.Args, err)
 	}
 	want := map[string]string{"runner": "kubernetes", "kube-namespace": "$(POD_NAMESPACE)", "kube-template": "warren-session",
-		"database": "from-WARREN_DATABASE", "data-dir": "/var/lib/warren", "addr": "0.0.0.0:7373"}
+		"database": "from-WARREN_DATABASE", "data-dir": "/var/lib/warren", "addr": "0.0.0.0:7373",
+		"kube-proxy-listen": "0.0.0.0:7071", "kube-proxy-addr": "$(WARREN_SERVICE_HOST):7071"}
 	for f, v := range want {
 		if got[f] != v {
 			t.Errorf("--%s is %q, want %q", f, got[f], v)

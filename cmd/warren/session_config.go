@@ -81,17 +81,19 @@ func newSessionManager(c *cli.Context, store *sessions.Store, db *sql.DB, dir st
 		return nil, nil, err
 	}
 	cfg.Network = net
-	if err := kubeSessions(c, &cfg, log); err != nil {
-		stopNet()
-		return nil, nil, err
-	}
-	mgr, err := sessions.NewManager(store, cfg)
+	stopKube, err := kubeSessions(c, &cfg, log)
 	if err != nil {
 		stopNet()
 		return nil, nil, err
 	}
+	stop := func() { stopKube(); stopNet() }
+	mgr, err := sessions.NewManager(store, cfg)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
 	mgr.StartReaper(context.Background())
-	return mgr, stopNet, nil
+	return mgr, stop, nil
 }
 
 // releaseClaimsOnEnd releases the task claims of a session when it is

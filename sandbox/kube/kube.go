@@ -20,7 +20,7 @@ package kube
 
 import (
 	"fmt"
-	"net"
+	"net/netip"
 	"regexp"
 	"time"
 
@@ -94,8 +94,8 @@ func New(c API, cfg Config) (*Sandboxes, error) {
 		if cfg.WarmPool != "" {
 			return nil, errs.New(errs.Invalid, "network allowlists for sessions of a warm pool are not served: the pool's pods share one certificate, which names no session; leave the warm pool out to serve allowlists")
 		}
-		if _, _, err := net.SplitHostPort(cfg.EgressProxy); err != nil || len(cfg.EgressProxy) > 300 {
-			return nil, errs.New(errs.Invalid, fmt.Sprintf("the egress proxy's address %.80q is not host:port", cfg.EgressProxy))
+		if ap, err := netip.ParseAddrPort(cfg.EgressProxy); err != nil || ap.Port() == 0 {
+			return nil, errs.New(errs.Invalid, fmt.Sprintf("the egress proxy's address for pods %.80q is not IP:PORT (pods have no DNS: give the warren Service's cluster IP)", cfg.EgressProxy))
 		}
 	}
 	if cfg.Port == 0 {
