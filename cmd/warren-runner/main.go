@@ -143,18 +143,20 @@ func serveNetwork(addr string, files runner.TLSFiles, egress [2]string) int {
 			fmt.Fprintln(os.Stderr, "warren-runner:", err)
 			return 1
 		}
-		ready := make(chan error, 1)
-		go func() {
-			err := runner.ForwardTLS(egress[0], egress[1], ecfg, func() { ready <- nil })
-			ready <- err
-			// The forwarder's end is the pod's: without it the session's
-			// allowlist is unreachable, so the pod restarts.
+		listening, failed := make(chan struct{}), make(chan error, 1)
+		go func() { failed <- runner.ForwardTLS(egress[0], egress[1], ecfg, func() { close(listening) }) }()
+		select {
+		case <-listening:
+		case err := <-failed:
 			fmt.Fprintln(os.Stderr, "warren-runner:", err)
-			os.Exit(1)
-		}()
-		if err := <-ready; err != nil {
 			return 1
 		}
+		go func() {
+			// The forwarder's end is the pod's: without it the session's
+			// allowlist is unreachable, so the pod restarts.
+			fmt.Fprintln(os.Stderr, "warren-runner:", <-failed)
+			os.Exit(1)
+		}()
 	}
 	err = runner.Listen(addr, cfg, runner.Ops(), func(a net.Addr) {
 		fmt.Println("listening on", a.String())

@@ -41,7 +41,7 @@ const (
 
 // EgressTLS is the TLS configuration of warren's egress proxy for pods:
 // TLS 1.3, a certificate of the authority for EgressProxyName, and a
-// client certificate required and checked by EgressSession.
+// client certificate required and checked (egressSession).
 func (s *Sandboxes) EgressTLS(ctx context.Context) (*tls.Config, error) {
 	ca, err := s.authority(ctx)
 	if err != nil {
@@ -118,9 +118,9 @@ func (s *Sandboxes) egressSession(pool *x509.CertPool, chain []*x509.Certificate
 	return id, nil
 }
 
-// EgressSession is the session of a connection ServeEgress handed over:
-// the one its client's certificate names.
-func (s *Sandboxes) EgressSession(c *tls.Conn) (string, error) {
+// sessionOf is the session of a connection whose handshake is done: the
+// one its client's certificate names.
+func (s *Sandboxes) sessionOf(c *tls.Conn) (string, error) {
 	ca, err := s.authority(context.Background())
 	if err != nil {
 		return "", err
@@ -160,7 +160,7 @@ func (s *Sandboxes) ServeEgress(ln net.Listener, cfg *tls.Config, serve func(ses
 				raw.Close()
 				return
 			}
-			id, err := s.EgressSession(c)
+			id, err := s.sessionOf(c)
 			if err != nil {
 				raw.Close()
 				return

@@ -2,16 +2,20 @@ package runner_test
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/warrenhq/warren/sandbox/runner"
 	"github.com/warrenhq/warren/sandbox/runner/pki"
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 )
 
 // egressFiles writes a runner's certificate of ca and ca itself, as a
@@ -142,7 +146,7 @@ func TestEgressForwarderTrustsOnlyWarrensProxy(t *testing.T) {
 	}
 
 	for what, proxy := range map[string]func() (string, chan string){
-		"a proxy of another authority":       func() (string, chan string) { return fakeProxy(t, mustCA(t, "other"), runner.EgressProxyName, false) },
+		"a proxy of another authority":        func() (string, chan string) { return fakeProxy(t, mustCA(t, "other"), runner.EgressProxyName, false) },
 		"a runner's certificate as the proxy": func() (string, chan string) { return fakeProxy(t, ca, "warren-xyz.ns.warren-runner", false) },
 	} {
 		addr, seen := proxy()
@@ -186,5 +190,32 @@ func TestEgressForwarderIsBounded(t *testing.T) {
 	case <-seen:
 		t.Fatal("the connection past the bound reached the proxy")
 	default:
+	}
+}
+
+// The runner program takes the forwarder's flags only together and with
+// --listen, and does not start on an address that is not loopback.
+func TestRunnerEgressFlags(t *testing.T) {
+	bin, err := runnertest.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := mustCA(t, "warren runners")
+	f := egressFiles(t, ca)
+	tlsArgs := []string{"--listen", "127.0.0.1:0", "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-client-ca", f.ClientCA}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--egress-listen", "127.0.0.1:0", "--egress-proxy", "127.0.0.1:1"}, 2, "with --listen"},
+		{append(slices.Clone(tlsArgs), "--egress-listen", "127.0.0.1:0"), 2, "go together"},
+		{append(slices.Clone(tlsArgs), "--egress-listen", "0.0.0.0:3128", "--egress-proxy", "127.0.0.1:1"), 1, "not a loopback address"},
+	} {
+		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != tc.code || !strings.Contains(string(out), tc.want) {
+			t.Errorf("warren-runner %q: %v\n%s", tc.args, err, out)
+		}
 	}
 }
