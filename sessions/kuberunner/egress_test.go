@@ -140,6 +140,22 @@ func TestKubernetesSessionAllowlistThroughWarrensProxy(t *testing.T) {
 	if w.deniedHits.Load() != 0 || w.allowedHits.Load() != 1 {
 		t.Fatalf("the hosts were reached %d (allowed) and %d (denied) times", w.allowedHits.Load(), w.deniedHits.Load())
 	}
+	// A session in mode none: no proxy variables, and its pod's forwarder
+	// gets its connections closed by warren (no proxy state).
+	src, _, _ := gittest.Repo(t)
+	none, err := w.srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := w.srv.exec(t, none.ID, `printf '%s' "$HTTP_PROXY"`); len(res.Stdout) != 0 {
+		t.Fatalf("a session in mode none has HTTP_PROXY %q", res.Stdout)
+	}
+	if got := w.curl(t, none, "http://allowed.test:"+w.port+"/"); strings.Contains(got, "hello") || strings.HasSuffix(got, " 200") || strings.HasSuffix(got, " 403") {
+		t.Fatalf("a session in mode none through warren's proxy: %q", got)
+	}
+	if w.allowedHits.Load() != 1 {
+		t.Fatalf("the allowed host was reached %d times", w.allowedHits.Load())
+	}
 	var allowed, denied bool
 	for _, d := range w.log(t, s) {
 		allowed = allowed || d.Host == "allowed.test" && d.Allowed
@@ -234,8 +250,8 @@ func TestEgressProxyBelievesOnlyTheSessionsCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certA, _ := secretTLS(t, w.cl, nameA+"-tls", "tls.crt", "tls.key")
-	blk, _ := pem.Decode(certA)
+	certOfA, _ := secretTLS(t, w.cl, nameA+"-tls", "tls.crt", "tls.key")
+	blk, _ := pem.Decode(certOfA)
 	leafA, err := x509.ParseCertificate(blk.Bytes)
 	if err != nil {
 		t.Fatal(err)
@@ -265,6 +281,15 @@ func TestEgressProxyBelievesOnlyTheSessionsCertificate(t *testing.T) {
 		if got := w.ask(t, cert, a.ID, url); !strings.HasPrefix(got, "error: ") {
 			t.Errorf("%s: the proxy answered %q", what, got)
 		}
+	}
+	// A's own certificate, but over TLS 1.2: refused at the handshake.
+	certA, keyA := secretTLS(t, w.cl, nameA+"-tls", "tls.crt", "tls.key")
+	own := pair(t, certA, keyA)
+	old := &tls.Config{MaxVersion: tls.VersionTLS12, InsecureSkipVerify: true,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return own, nil }}
+	if c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", w.proxyAddr, old); err == nil {
+		c.Close()
+		t.Error("the proxy spoke TLS 1.2")
 	}
 	if w.allowedHits.Load() != 0 {
 		t.Fatalf("the host only A allows was reached %d times", w.allowedHits.Load())
