@@ -139,11 +139,13 @@ func (s *Sandboxes) ServeEgress(ln net.Listener, cfg *tls.Config, serve func(ses
 	for {
 		raw, err := ln.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			// Out of descriptors, or a connection reset before it was
+			// accepted: the next ones may do, after a pause.
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
 		select {
 		case slots <- struct{}{}:

@@ -90,11 +90,13 @@ func ForwardTLS(listen, proxy string, cfg *tls.Config, ready func()) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("egress forwarder: accept: %w", err)
 			}
-			return fmt.Errorf("egress forwarder: accept: %w", err)
+			// Out of descriptors, or a connection reset before it was
+			// accepted: the next ones may do, after a pause.
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
 		select {
 		case slots <- struct{}{}:
