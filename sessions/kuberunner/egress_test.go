@@ -137,6 +137,20 @@ func TestKubernetesSessionAllowlistThroughWarrensProxy(t *testing.T) {
 	if !strings.HasSuffix(got, " 403") || !strings.Contains(got, "not in the session's allowlist") {
 		t.Fatalf("the denied host through the proxy: %q", got)
 	}
+	// HTTPS: a CONNECT tunnel through the pod's forwarder and warren's
+	// proxy, the TLS end to end between curl and the host.
+	tlsHost := httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		io.WriteString(rw, "hello over tls\n")
+	}))
+	t.Cleanup(tlsHost.Close)
+	_, tlsPort, _ := net.SplitHostPort(tlsHost.Listener.Addr().String())
+	if _, err := w.srv.m.SetNetwork(ctxFor(t), "alice", s.ID, sessions.Network{Mode: sessions.NetAllowlist,
+		Allow: []string{"allowed.test:" + w.port, "allowed.test:" + tlsPort}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.curl(t, s, "-k https://allowed.test:"+tlsPort+"/"); got != "hello over tls\n 200" {
+		t.Fatalf("https through the proxy: %q", got)
+	}
 	if w.deniedHits.Load() != 0 || w.allowedHits.Load() != 1 {
 		t.Fatalf("the hosts were reached %d (allowed) and %d (denied) times", w.allowedHits.Load(), w.deniedHits.Load())
 	}
