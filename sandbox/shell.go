@@ -68,6 +68,10 @@ type Options struct {
 	// the path names by then: a path swapped for a link elsewhere after
 	// the check never reaches a jail.
 	Workspace *os.File
+	// Session is the id of the session the shell serves: a runner
+	// elsewhere than this host names what it makes after it (a
+	// Kubernetes Sandbox). The local shell does not use it.
+	Session string
 }
 
 // NewShell checks the profile and the workspace and returns a Shell that

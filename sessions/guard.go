@@ -21,6 +21,7 @@ func (m *Manager) policy() workspace.Policy {
 		Trusted:     m.cfg.AllowLocalSources && !m.cfg.RemoteCallers,
 		DataDir:     m.dataReal,
 		NoRootOwned: m.cfg.RemoteCallers && os.Geteuid() == 0,
+		NoBind:      m.cfg.NoBind,
 	}
 }
 

@@ -128,6 +128,9 @@ func (m *Manager) create(ctx context.Context, user string, opts CreateOptions) (
 			forceRemove(m.workspaceDir(id))
 		}
 		forceRemove(m.auditDir(id))
+		if rm := m.cfg.RemoveRunner; rm != nil {
+			_ = rm(context.WithoutCancel(ctx), id)
+		}
 	}
 	origin := string(p.Mode)
 	if p.Commit != "" {
@@ -138,6 +141,12 @@ func (m *Manager) create(ctx context.Context, user string, opts CreateOptions) (
 	if err := m.setBase(ctx, s, origin); err != nil {
 		cleanup()
 		return nil, err
+	}
+	if prep := m.cfg.PrepareRunner; prep != nil {
+		if err := prep(ctx, id); err != nil {
+			cleanup()
+			return nil, err
+		}
 	}
 	if err := m.store.Create(ctx, s); err != nil {
 		cleanup()
@@ -392,6 +401,9 @@ func (m *Manager) Delete(ctx context.Context, user, id string) (*Session, error)
 			errs = append(errs, forceRemove(m.workspaceDir(s.ID)))
 		}
 		errs = append(errs, forceRemove(m.auditDir(s.ID)), forceRemove(m.homeDir(s.ID)))
+		if rm := m.cfg.RemoveRunner; rm != nil {
+			errs = append(errs, rm(ctx, s.ID))
+		}
 		if err = errors.Join(errs...); err != nil {
 			// The row stays, in state deleted: the next server start
 			// tries again (PurgeDeleted).

@@ -76,6 +76,21 @@ type Config struct {
 	Lease *LeaseConfig
 	// LeaseLog, when set, hears of this replica's lease changes.
 	LeaseLog func(msg, sessionID string, epoch int64)
+	// RemoveRunner, when set, removes what a deleted session's runner
+	// keeps away from this host (its Kubernetes Sandbox and certificate).
+	// Delete and PurgeDeleted call it with the session's files; when it
+	// fails, the session stays in state deleted and the next server start
+	// tries again.
+	RemoveRunner func(ctx context.Context, sessionID string) error
+	// PrepareRunner, when set, is called as a session is created, after
+	// its workspace is made: a runner away from this host makes its place
+	// there (a Kubernetes Sandbox), so that its pod starts while the
+	// client gets its answer. A failure fails the create.
+	PrepareRunner func(ctx context.Context, sessionID string) error
+	// NoBind refuses bind mode (and BindDir): set when the runners'
+	// workspaces are away from this host, where no directory of it can be
+	// worked in place.
+	NoBind bool
 }
 
 // Manager maps (user, session id) to sessions and their live shells. Shells
@@ -125,6 +140,9 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	dataReal, err := resolveDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
+	if cfg.BindDir != "" && cfg.NoBind {
+		return nil, fmt.Errorf("--workspace binds a directory of this host, and this server's sessions run away from it (Kubernetes): leave it out")
 	}
 	if cfg.BindDir != "" {
 		abs, err := filepath.Abs(cfg.BindDir)
@@ -274,7 +292,7 @@ func (m *Manager) Shell(s *Session) (Runner, error) {
 	if err := m.networkProfile(s, &p); err != nil {
 		return nil, err
 	}
-	opts := sandbox.Options{State: &state}
+	opts := sandbox.Options{State: &state, Session: s.ID}
 	var sh Runner
 	if q := m.cfg.QuotaBytes; q > 0 {
 		// No file may outgrow the quota: the kernel stops it there.
@@ -501,6 +519,10 @@ func (m *Manager) dropShell(id string, forget bool) {
 		return
 	}
 	if forget {
+		// Stopped first: a runner away from this host suspends what it
+		// runs on (a Kubernetes Sandbox), which closing alone keeps for
+		// the server's next start.
+		l.sh.Stop()
 		l.sh.Close()
 		if st := m.sessionState(id); st == StateArchived || st == StateDeleted {
 			m.forgetNetwork(id)

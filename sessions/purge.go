@@ -57,6 +57,9 @@ func (m *Manager) PurgeDeleted(ctx context.Context) (int, error) {
 			files = append(files, forceRemove(m.workspaceDir(d.id)))
 		}
 		files = append(files, forceRemove(m.auditDir(d.id)), forceRemove(m.homeDir(d.id)))
+		if rm := m.cfg.RemoveRunner; rm != nil {
+			files = append(files, rm(ctx, d.id))
+		}
 		err := errors.Join(files...)
 		if err == nil {
 			err = m.purge(ctx, d.id)

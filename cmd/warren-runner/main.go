@@ -23,7 +23,8 @@ import (
 )
 
 const usage = "usage: warren-runner --conn FD [--shell-fds IN,STATUS,OUT,ERR] [--netfwd ADDR FD]   (started by warren inside a jail)\n" +
-	"       warren-runner --listen ADDR --tls-cert FILE --tls-key FILE --tls-client-ca FILE   (a runner reached over the network, in a pod)"
+	"       warren-runner --listen ADDR --tls-cert FILE --tls-key FILE --tls-client-ca FILE\n" +
+	"                     [--egress-listen 127.0.0.1:PORT --egress-proxy HOST:PORT]   (a runner reached over the network, in a pod)"
 
 func main() {
 	// One P: a request's goroutine runs on the thread that read its frame,
@@ -36,6 +37,7 @@ func main() {
 func run(args []string) int {
 	conn, fwdFD := -1, -1
 	fwdAddr, listen := "", ""
+	var egress [2]string // listen, proxy
 	var tlsFiles runner.TLSFiles
 	for len(args) > 0 {
 		switch {
@@ -53,6 +55,10 @@ func run(args []string) int {
 				return 2
 			}
 			args = args[2:]
+		case args[0] == "--egress-listen" && len(args) >= 2:
+			egress[0], args = args[1], args[2:]
+		case args[0] == "--egress-proxy" && len(args) >= 2:
+			egress[1], args = args[1], args[2:]
 		case args[0] == "--conn" && len(args) >= 2:
 			conn = fd(args[1])
 			args = args[2:]
@@ -67,8 +73,12 @@ func run(args []string) int {
 			return 2
 		}
 	}
+	if (egress[0] == "") != (egress[1] == "") || (egress[0] != "" && listen == "") {
+		fmt.Fprintln(os.Stderr, "warren-runner: --egress-listen and --egress-proxy go together, with --listen")
+		return 2
+	}
 	if listen != "" {
-		return serveNetwork(listen, tlsFiles)
+		return serveNetwork(listen, tlsFiles, egress)
 	}
 	if conn < 0 || (fwdAddr != "" && fwdFD < 0) {
 		fmt.Fprintln(os.Stderr, usage)
@@ -142,7 +152,11 @@ func fd(s string) int {
 // serveNetwork serves the protocol on a TCP address with mutual TLS: the
 // runner of a session whose jail is a pod, reached by the server over the
 // network instead of a socket pair.
-func serveNetwork(addr string, files runner.TLSFiles) int {
+//
+// With egress set (the loopback address to listen on, warren's proxy), it
+// also forwards the pod's connections to warren's proxy over TLS with its
+// certificate, which names the session whose allowlist applies.
+func serveNetwork(addr string, files runner.TLSFiles, egress [2]string) int {
 	if files.Cert == "" || files.Key == "" || files.ClientCA == "" {
 		fmt.Fprintln(os.Stderr, "warren-runner: --listen needs --tls-cert, --tls-key and --tls-client-ca: "+
 			"a runner on a network serves only a server that proves who it is")
@@ -152,6 +166,27 @@ func serveNetwork(addr string, files runner.TLSFiles) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warren-runner:", err)
 		return 1
+	}
+	if egress[0] != "" {
+		ecfg, err := files.EgressTLS()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "warren-runner:", err)
+			return 1
+		}
+		listening, failed := make(chan struct{}), make(chan error, 1)
+		go func() { failed <- runner.ForwardTLS(egress[0], egress[1], ecfg, func() { close(listening) }) }()
+		select {
+		case <-listening:
+		case err := <-failed:
+			fmt.Fprintln(os.Stderr, "warren-runner:", err)
+			return 1
+		}
+		go func() {
+			// The forwarder's end is the pod's: without it the session's
+			// allowlist is unreachable, so the pod restarts.
+			fmt.Fprintln(os.Stderr, "warren-runner:", <-failed)
+			os.Exit(1)
+		}()
 	}
 	err = runner.Listen(addr, cfg, runner.Ops(), func(a net.Addr) {
 		fmt.Println("listening on", a.String())

@@ -63,7 +63,7 @@ func serveCommand() *cli.Command {
 					&cli.IntFlag{Name: "max-conns-per-user", Value: mcp.DefaultConnsPerUser, Usage: "connections one authenticated user may hold open (through a --trusted-proxy: requests in flight); more are answered 503; 0: no limit"},
 					&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "address or CIDR network of a reverse proxy in front of warren: X-Forwarded-For is read from it (and only from it) to limit its clients per address; repeatable"},
 					&cli.DurationFlag{Name: "body-timeout", Value: mcp.DefaultBodyTimeout, Usage: "how long a request body may take to arrive (responses are not limited)"},
-				), oauthFlags()...),
+				), append(oauthFlags(), runnerFlags()...)...),
 				Action: runServeHTTP,
 			},
 		},

@@ -109,16 +109,22 @@ func newSessionManager(c *cli.Context, store *sessions.Store, db *sql.DB, dir st
 			log.Info().Str("replica", replica).Str("session", id).Int64("epoch", epoch).Msg(msg)
 		}
 	}
-	mgr, err := sessions.NewManager(store, cfg)
+	stopKube, err := kubeSessions(c, &cfg, log)
 	if err != nil {
 		stopNet()
+		return nil, nil, err
+	}
+	stop := func() { stopKube(); stopNet() }
+	mgr, err := sessions.NewManager(store, cfg)
+	if err != nil {
+		stop()
 		return nil, nil, err
 	}
 	mgr.StartReaper(context.Background())
 	if id := mgr.ReplicaID(); id != "" {
 		log.Info().Str("replica", id).Dur("lease_ttl", c.Duration("lease-ttl")).Msg("replica on a shared database: sessions are leased")
 	}
-	return mgr, stopNet, nil
+	return mgr, stop, nil
 }
 
 // releaseClaimsOnEnd releases the task claims of a session when it is

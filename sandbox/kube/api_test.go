@@ -10,41 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// ctrlAPI drives the package's API through controller-runtime's client:
-// the fake cluster of the tests, whose status subresource and
-// resourceVersion conflicts behave as an API server's.
-type ctrlAPI struct{ c ctrl.Client }
-
-func (a ctrlAPI) Get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	return u, a.c.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: name}, u)
-}
-
-func (a ctrlAPI) Create(ctx context.Context, obj *unstructured.Unstructured) error {
-	return a.c.Create(ctx, obj)
-}
-
-func (a ctrlAPI) MergePatch(ctx context.Context, gvk schema.GroupVersionKind, ns, name string, patch []byte) error {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return a.c.Patch(ctx, u, ctrl.RawPatch(types.MergePatchType, patch))
-}
-
-func (a ctrlAPI) Delete(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) error {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return a.c.Delete(ctx, u, ctrl.PropagationPolicy("Background"))
-}
 
 // The production API (client-go's dynamic client) names the resources
 // right and carries a Secret's bytes and a merge patch as the API server

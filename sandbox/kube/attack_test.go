@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/warrenhq/warren/sandbox/kube/kubetest"
 )
 
 // Attack: a pod at the address the API server gives for session A that
@@ -30,14 +32,12 @@ func TestImpostorRunnerIsNotBelieved(t *testing.T) {
 	}
 	for name, secret := range map[string]string{"s-aaaa": secretName(b.Name), "s-cccc": "foreign-tls"} {
 		sbName, _ := Name(name)
-		cl.mu.Lock()
-		cl.secretOf[sbName] = secret
-		cl.mu.Unlock()
+		cl.MountSecret(sbName, secret)
 		a, err := s.Create(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for cl.pod(a.Name) == nil {
+		for cl.PodPID(a.Name) == 0 {
 			time.Sleep(20 * time.Millisecond) // the impostor is up and listening
 		}
 		short, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -57,7 +57,7 @@ func TestTemplateCannotGiveThePodATokenOrAnotherCertificate(t *testing.T) {
 	ctx := testCtx(t)
 	tmpl := &unstructured.Unstructured{}
 	tmpl.SetGroupVersionKind(TemplateGVK)
-	if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: testNS, Name: "warren-session"}, tmpl); err != nil {
+	if err := cl.Client().Get(ctx, ctrl.ObjectKey{Namespace: kubetest.Namespace, Name: kubetest.Template}, tmpl); err != nil {
 		t.Fatal(err)
 	}
 	spec, _, _ := unstructured.NestedMap(tmpl.Object, "spec", "podTemplate", "spec")
@@ -67,7 +67,7 @@ func TestTemplateCannotGiveThePodATokenOrAnotherCertificate(t *testing.T) {
 	if err := unstructured.SetNestedMap(tmpl.Object, spec, "spec", "podTemplate", "spec"); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.c.Update(ctx, tmpl); err != nil {
+	if err := cl.Client().Update(ctx, tmpl); err != nil {
 		t.Fatal(err)
 	}
 	sb, err := newSandboxes(t, cl, Config{}).Create(ctx, "s-tmpl")

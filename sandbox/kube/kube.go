@@ -20,6 +20,7 @@ package kube
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"time"
 
@@ -65,6 +66,12 @@ type Config struct {
 	// CASecret names the Secret holding warren's certificate authority
 	// ("warren-runner-ca" if empty); made on first use.
 	CASecret string
+	// EgressProxy, when set, is the address (host:port) of warren's
+	// egress proxy for pods (ServeEgress) as pods dial it: every session's
+	// Sandbox made from the template gets a runner forwarding the pod's
+	// 127.0.0.1:EgressPort there. Pods have no DNS, so an address, not a
+	// name. Not with a warm pool, whose pods share one certificate.
+	EgressProxy string
 	// PollEvery is how often a wait reads the Sandbox again (500 ms if 0).
 	PollEvery time.Duration
 }
@@ -82,6 +89,14 @@ type Sandboxes struct {
 func New(c API, cfg Config) (*Sandboxes, error) {
 	if cfg.Namespace == "" || cfg.Template == "" && cfg.WarmPool == "" {
 		return nil, errs.New(errs.Invalid, "kubernetes sessions need a namespace and a SandboxTemplate (or a warm pool) to make sandboxes from")
+	}
+	if cfg.EgressProxy != "" {
+		if cfg.WarmPool != "" {
+			return nil, errs.New(errs.Invalid, "network allowlists for sessions of a warm pool are not served: the pool's pods share one certificate, which names no session; leave the warm pool out to serve allowlists")
+		}
+		if ap, err := netip.ParseAddrPort(cfg.EgressProxy); err != nil || ap.Port() == 0 {
+			return nil, errs.New(errs.Invalid, fmt.Sprintf("the egress proxy's address for pods %.80q is not IP:PORT (pods have no DNS: give the warren Service's cluster IP)", cfg.EgressProxy))
+		}
 	}
 	if cfg.Port == 0 {
 		cfg.Port = DefaultPort

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -13,18 +14,44 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/warrenhq/warren/sandbox/kube/kubetest"
 	"github.com/warrenhq/warren/sandbox/runner/client"
 	"github.com/warrenhq/warren/sandbox/runner/proto"
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 	"github.com/warrenhq/warren/sessions/errs"
 )
 
-func newSandboxes(t *testing.T, cl *cluster, cfg Config) *Sandboxes {
-	t.Helper()
-	cfg.Namespace, cfg.Port, cfg.PollEvery = testNS, cl.port, 20*time.Millisecond
-	if cfg.Template == "" {
-		cfg.Template = "warren-session"
+var runnerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "warren-kube-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	s, err := New(ctrlAPI{cl.c}, cfg)
+	runnerBin, err = runnertest.Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// newCluster is the fake cluster of sandbox/kube/kubetest, whose pods'
+// runners are plain processes working in their Sandbox's volume: a pod is
+// told from the next by its runner's pid, and its volume by where it works.
+func newCluster(t *testing.T) *kubetest.Cluster { return kubetest.New(t, runnerBin, kubetest.Plain) }
+
+func newSandboxes(t *testing.T, cl *kubetest.Cluster, cfg Config) *Sandboxes {
+	t.Helper()
+	cfg.Namespace, cfg.Port, cfg.PollEvery = kubetest.Namespace, cl.Port(), kubetest.PollEvery
+	if cfg.Template == "" {
+		cfg.Template = kubetest.Template
+	}
+	s, err := New(cl.API(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,10 +90,10 @@ func alive(pid int) bool {
 	return err == nil
 }
 
-func getSandbox(t *testing.T, cl *cluster, name string) (*unstructured.Unstructured, error) {
+func getSandbox(t *testing.T, cl *kubetest.Cluster, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(SandboxGVK)
-	return u, cl.c.Get(context.Background(), ctrl.ObjectKey{Namespace: testNS, Name: name}, u)
+	return u, cl.Client().Get(context.Background(), ctrl.ObjectKey{Namespace: kubetest.Namespace, Name: name}, u)
 }
 
 // A session's life in a fake cluster with real runners: made from the
@@ -107,7 +134,7 @@ func TestSessionSandboxLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := ping(t, ctx, conn)
-	vol := cl.volume(sb.Name)
+	vol := cl.Volume(sb.Name)
 	if vol == "" || cwd(t, first) != vol {
 		t.Fatalf("the runner works in %q, not the Sandbox's volume %q", cwd(t, first), vol)
 	}
@@ -150,7 +177,7 @@ func TestSessionSandboxLifecycle(t *testing.T) {
 		t.Errorf("the Sandbox after Delete: %v", err)
 	}
 	var sec corev1.Secret
-	if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: testNS, Name: secretName(sb.Name)}, &sec); !apierrors.IsNotFound(err) {
+	if err := cl.Client().Get(ctx, ctrl.ObjectKey{Namespace: kubetest.Namespace, Name: secretName(sb.Name)}, &sec); !apierrors.IsNotFound(err) {
 		t.Errorf("the session's certificate Secret after Delete: %v", err)
 	}
 	if _, err := sb.Runner(ctx); errs.CodeOf(err) != errs.NotFound {
@@ -164,7 +191,7 @@ func TestSessionSandboxLifecycle(t *testing.T) {
 	}
 }
 
-func mustGet(t *testing.T, cl *cluster, name string) *unstructured.Unstructured {
+func mustGet(t *testing.T, cl *kubetest.Cluster, name string) *unstructured.Unstructured {
 	t.Helper()
 	u, err := getSandbox(t, cl, name)
 	if err != nil {
@@ -189,9 +216,9 @@ func TestPodThatDiesComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := ping(t, ctx, conn)
-	p := cl.pod(sb.Name)
-	vol := cl.volume(sb.Name)
-	p.cmd.Process.Kill()
+	ip := cl.PodIP(sb.Name)
+	vol := cl.Volume(sb.Name)
+	cl.KillPod(sb.Name)
 	<-conn.Done()
 	var res proto.PingResult
 	if err := conn.Call(ctx, proto.OpPing, proto.PingArgs{}, nil, &res); !errors.Is(err, client.ErrGone) {
@@ -205,7 +232,7 @@ func TestPodThatDiesComesBack(t *testing.T) {
 	if second == first || cwd(t, second) != vol {
 		t.Errorf("after the pod died: pid %d (was %d) in %q, want a new pod over %q", second, first, cwd(t, second), vol)
 	}
-	if np := cl.pod(sb.Name); np == nil || np.ip == p.ip {
+	if np := cl.PodIP(sb.Name); np == "" || np == ip {
 		t.Errorf("the new pod is not at a new address")
 	}
 }
@@ -262,9 +289,7 @@ func TestSuspendWhileWaitingForThePod(t *testing.T) {
 	s := newSandboxes(t, cl, Config{})
 	ctx := testCtx(t)
 	name, _ := Name("s-wait")
-	cl.mu.Lock()
-	cl.hold[name] = true
-	cl.mu.Unlock()
+	cl.Hold(name, true)
 	sb, err := s.Create(ctx, "s-wait")
 	if err != nil {
 		t.Fatal(err)
@@ -289,5 +314,17 @@ func TestSuspendWhileWaitingForThePod(t *testing.T) {
 	}
 	if err := <-waited; errs.CodeOf(err) != errs.Conflict {
 		t.Errorf("the waiter got %v, want a conflict saying the session is suspended", err)
+	}
+}
+
+// The fake cluster of the tests plays the API this package uses: the same
+// kinds, the same volume and Secret names.
+func TestFakeClusterPlaysThisAPI(t *testing.T) {
+	for _, p := range [][2]any{{kubetest.SandboxGVK, SandboxGVK}, {kubetest.TemplateGVK, TemplateGVK},
+		{kubetest.ClaimGVK, ClaimGVK}, {kubetest.SecretGVK, SecretGVK}, {kubetest.TLSVolume, TLSVolume},
+		{kubetest.PoolSecret("p"), PoolSecret("p")}, {kubetest.Template, "warren-session"}} {
+		if p[0] != p[1] {
+			t.Errorf("the fake cluster has %v where this package has %v", p[0], p[1])
+		}
 	}
 }

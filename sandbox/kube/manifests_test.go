@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,7 +78,7 @@ func TestDeployManifests(t *testing.T) {
 			kinds[u.GetKind()] = u
 		}
 	}
-	for _, k := range []string{"RuntimeClass", "ServiceAccount", "Role", "RoleBinding", "SandboxTemplate", "NetworkPolicy", "Deployment", "Service"} {
+	for _, k := range []string{"RuntimeClass", "ServiceAccount", "Role", "RoleBinding", "SandboxTemplate", "NetworkPolicy", "Deployment", "PersistentVolumeClaim", "Service"} {
 		if kinds[k] == nil {
 			t.Fatalf("no %s in the manifests", k)
 		}
@@ -235,6 +236,33 @@ func TestDeployManifests(t *testing.T) {
 	if !fromSecret {
 		t.Error("the PostgreSQL connection settings do not come from a Secret")
 	}
+	// The data directory (audit repositories, the clones sessions start
+	// from) outlives warren's pod: a claim, mounted where WARREN_DATA_DIR
+	// says; one replica, recreated, as a ReadWriteOnce volume needs.
+	dataDir := ""
+	for _, e := range wc.Env {
+		if e.Name == "WARREN_DATA_DIR" {
+			dataDir = e.Value
+		}
+	}
+	var claim string
+	for _, m := range wc.VolumeMounts {
+		if m.MountPath == dataDir {
+			for _, v := range dep.Spec.Template.Spec.Volumes {
+				if v.Name == m.Name && v.PersistentVolumeClaim != nil {
+					claim = v.PersistentVolumeClaim.ClaimName
+				}
+			}
+		}
+	}
+	var pvc corev1.PersistentVolumeClaim
+	strict(t, kinds["PersistentVolumeClaim"].Object, &pvc)
+	if dataDir == "" || claim == "" || claim != pvc.Name {
+		t.Errorf("warren's data directory %q is not on its PersistentVolumeClaim %q (mounted: %q)", dataDir, pvc.Name, claim)
+	}
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 || dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Error("warren's Deployment is not one replica, recreated: a ReadWriteOnce data volume holds one pod")
+	}
 	if sc := dep.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
 		t.Error("warren may run as root")
 	}
@@ -242,6 +270,57 @@ func TestDeployManifests(t *testing.T) {
 	strict(t, kinds["Service"].Object, &svc)
 	if !matches(svc.Spec.Selector, warrenLabels) {
 		t.Errorf("the Service selects %v, not warren's pods", svc.Spec.Selector)
+	}
+	checkEgressManifests(t, np, dep, svc, ctr)
+}
+
+// checkEgressManifests: warren serves its egress proxy to the pods on a
+// port of its own (--kube-proxy-listen), which the Service publishes and
+// warren tells the pods (--kube-proxy-addr, the Service's address: pods
+// have no DNS); the NetworkPolicy lets the pods reach that port of warren
+// alone, and lets only warren reach the runner's port.
+func checkEgressManifests(t *testing.T, np networkingv1.NetworkPolicy, dep appsv1.Deployment, svc corev1.Service, runner corev1.Container) {
+	t.Helper()
+	warren := dep.Spec.Template.Spec.Containers[0]
+	port := func(ports []corev1.ContainerPort, name string) int32 {
+		for _, p := range ports {
+			if p.Name == name {
+				return p.ContainerPort
+			}
+		}
+		return 0
+	}
+	proxyPort, runnerPort := port(warren.Ports, "egress"), port(runner.Ports, "runner")
+	if proxyPort == 0 || runnerPort == 0 {
+		t.Fatalf("warren's container has no port named egress (%d), or the runner's none named runner (%d)", proxyPort, runnerPort)
+	}
+	if want := fmt.Sprintf("--kube-proxy-listen=0.0.0.0:%d", proxyPort); !slices.Contains(warren.Args, want) {
+		t.Errorf("warren does not serve its egress proxy on its egress port: want %s in %q", want, warren.Args)
+	}
+	var svcPort int32
+	for _, p := range svc.Spec.Ports {
+		if p.TargetPort.String() == "egress" || p.TargetPort.IntValue() == int(proxyPort) {
+			svcPort = p.Port
+		}
+	}
+	host := strings.ToUpper(strings.ReplaceAll(svc.Name, "-", "_")) + "_SERVICE_HOST"
+	if want := fmt.Sprintf("--kube-proxy-addr=$(%s):%d", host, svcPort); svcPort == 0 || !slices.Contains(warren.Args, want) {
+		t.Errorf("the pods are not told the Service's egress port (%d): want %s in %q", svcPort, want, warren.Args)
+	}
+	only := func(what string, ports []networkingv1.NetworkPolicyPort, want int32) {
+		if len(ports) != 1 || ports[0].Port == nil || ports[0].Port.IntValue() != int(want) || ports[0].EndPort != nil ||
+			(ports[0].Protocol != nil && *ports[0].Protocol != corev1.ProtocolTCP) {
+			t.Errorf("the NetworkPolicy's %s rule opens %+v, not TCP port %d alone", what, ports, want)
+		}
+	}
+	if len(np.Spec.Egress) == 0 || len(np.Spec.Ingress) == 0 {
+		t.Fatal("the NetworkPolicy has no egress or no ingress rule")
+	}
+	for _, r := range np.Spec.Egress {
+		only("egress", r.Ports, proxyPort)
+	}
+	for _, r := range np.Spec.Ingress {
+		only("ingress", r.Ports, runnerPort)
 	}
 }
 

@@ -75,7 +75,7 @@ func (s *Sandboxes) fromTemplate(ctx context.Context, name, id string) (*unstruc
 	if !ok {
 		return nil, errs.New(errs.Invalid, "the SandboxTemplate "+s.cfg.Template+" has no spec.podTemplate")
 	}
-	if err := withSessionPod(pod, secretName(name), id); err != nil {
+	if err := withSessionPod(pod, secretName(name), id, s.cfg.EgressProxy); err != nil {
 		return nil, errs.Wrap(errs.Invalid, err, "the SandboxTemplate "+s.cfg.Template+": "+err.Error())
 	}
 	spec := map[string]any{"podTemplate": pod, "operatingMode": ModeRunning}
@@ -91,11 +91,18 @@ func (s *Sandboxes) fromTemplate(ctx context.Context, name, id string) (*unstruc
 }
 
 // withSessionPod puts the session's Secret in the pod template's volume
-// TLSVolume, labels the pod, and turns the service-account token off.
-func withSessionPod(pod map[string]any, secret, id string) error {
+// TLSVolume, labels the pod, turns the service-account token off and,
+// with egress (the proxy's address), has the runner forward the pod's
+// egress to warren's proxy.
+func withSessionPod(pod map[string]any, secret, id, egress string) error {
 	spec, ok := pod["spec"].(map[string]any)
 	if !ok {
 		return fmt.Errorf("spec.podTemplate has no spec")
+	}
+	if egress != "" {
+		if err := withEgress(spec, egress); err != nil {
+			return err
+		}
 	}
 	spec["automountServiceAccountToken"] = false
 	vols, _, _ := unstructured.NestedSlice(spec, "volumes")

@@ -32,6 +32,10 @@ type Policy struct {
 	// are not the operator when the server runs as root, so that a token
 	// holder cannot have root's own trees handed to a jail.
 	NoRootOwned bool
+	// NoBind refuses bind mode: the sessions' workspaces live away from
+	// this host (Kubernetes sandboxes), where no directory of it can be
+	// worked in place. A local repository is still cloned.
+	NoBind bool
 
 	// allowLoopback lets this package's tests clone from an httptest server
 	// on 127.0.0.1 under an untrusted policy; nothing else is relaxed.
@@ -44,6 +48,9 @@ type Policy struct {
 // check decides whether the caller may use src in mode, before anything
 // is opened.
 func (p Policy) check(src Source, mode Mode) error {
+	if p.NoBind && mode == Bind {
+		return errNoBind
+	}
 	if src.Local() {
 		if !p.Local {
 			return invalid("source %q is a path on the server's host, and this server only accepts remote git "+
@@ -72,6 +79,10 @@ func (p Policy) check(src Source, mode Mode) error {
 	}
 	return nil
 }
+
+// errNoBind is bind mode refused under Policy.NoBind.
+var errNoBind = invalid("bind mode is not available on this server: its sessions run in Kubernetes sandboxes, away from " +
+	"the server's host; clone a git repository (a URL, or a local repository with mode clone) instead")
 
 // systemTrees are directories that belong to the operating system, its
 // configuration, the kernel's interfaces, runtime state or root's home:

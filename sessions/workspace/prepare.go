@@ -163,6 +163,9 @@ func Prepare(ctx context.Context, spec Spec) (Prepared, error) {
 	if spec.Ref != "" && mode != Clone {
 		return Prepared{}, invalid("ref %q needs a git source (mode clone)", spec.Ref)
 	}
+	if mode == Bind && spec.Policy.NoBind {
+		return Prepared{}, errNoBind
+	}
 	if mode == Bind {
 		return Prepared{Mode: Bind, Dir: d.Real, Source: d.Real}, nil
 	}

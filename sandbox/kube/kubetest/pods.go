@@ -1,4 +1,4 @@
-package kube
+package kubetest
 
 import (
 	"bufio"
@@ -10,151 +10,38 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-
-	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 )
 
-// The fake cluster: controller-runtime's fake API server, and a harness
-// that does what the agent-sandbox controller and the kubelet would. A
-// Sandbox in Running mode gets a "pod": a real warren-runner --listen
-// process on an address of its own (127.0.0.N, the port of the template),
-// started with the container's arguments from the template and the
-// certificates of the Secret its TLSVolume names, working in a directory
-// that stands in for the Sandbox's volume claim and outlives the pod.
-// Suspended stops the process; a process that dies is started again on
-// another address, as a pod is.
-
-var runnerBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "warren-kube-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	runnerBin, err = runnertest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-const testNS = "warren-test"
-
+// pod is a Sandbox's runner process.
 type pod struct {
 	cmd  *exec.Cmd
 	ip   string
 	dead chan struct{}
 }
 
-type cluster struct {
-	t    *testing.T
-	c    ctrl.WithWatch
-	port int
-	root string
-
-	// rec serializes the rounds of reconcile with what a pod's end
-	// writes, so that a dead pod's status never lands after its
-	// successor's.
-	rec sync.Mutex
-
-	mu       sync.Mutex
-	pods     map[string]*pod   // by Sandbox name
-	volumes  map[string]string // by Sandbox name: the "PVC"
-	nextIP   int
-	starts   map[string]int    // pods started, by Sandbox name
-	claims   map[string]string // warm-pool claims: the Sandbox each got
-	nextWarm int
-	// secretOf, when set for a Sandbox, makes its pod mount another
-	// Secret than the one its spec names (an impostor).
-	secretOf map[string]string
-	// hold keeps a Sandbox's pod from starting (a node that has no room).
-	hold map[string]bool
+func (p *pod) kill() {
+	p.cmd.Process.Kill()
+	<-p.dead
 }
 
-func newCluster(t *testing.T) *cluster {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	sb := &unstructured.Unstructured{}
-	sb.SetGroupVersionKind(SandboxGVK)
-	claim := &unstructured.Unstructured{}
-	claim.SetGroupVersionKind(ClaimGVK)
-	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(sb, claim).Build()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cl := &cluster{t: t, c: c, port: port, root: t.TempDir(), pods: map[string]*pod{},
-		volumes: map[string]string{}, nextIP: 1, starts: map[string]int{}, claims: map[string]string{}, secretOf: map[string]string{}, hold: map[string]bool{}}
-	cl.applyTemplate("warren-session", "deploy/sandbox-template.yaml")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			cl.reconcile(ctx)
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		cl.mu.Lock()
-		defer cl.mu.Unlock()
-		for _, p := range cl.pods {
-			p.cmd.Process.Kill()
-			<-p.dead
-		}
-	})
-	return cl
-}
-
-// applyTemplate creates the SandboxTemplate of the deployment's manifests
-// (the one an operator applies) in the fake cluster under name.
-func (cl *cluster) applyTemplate(name, file string) {
-	objs := decodeFile(cl.t, file)
-	if len(objs) != 1 || objs[0].GroupVersionKind() != TemplateGVK {
-		cl.t.Fatalf("%s holds no single SandboxTemplate", file)
-	}
-	tmpl := objs[0]
-	tmpl.SetNamespace(testNS)
-	tmpl.SetName(name)
-	if err := cl.c.Create(context.Background(), tmpl); err != nil {
-		cl.t.Fatal(err)
-	}
-}
-
-func (cl *cluster) sandboxes(ctx context.Context) []unstructured.Unstructured {
+// sandboxes lists the Sandboxes of the namespace.
+func (cl *Cluster) sandboxes(ctx context.Context) []unstructured.Unstructured {
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(SandboxGVK.GroupVersion().WithKind("SandboxList"))
-	if err := cl.c.List(ctx, l, ctrl.InNamespace(testNS)); err != nil {
+	if err := cl.c.List(ctx, l, ctrl.InNamespace(Namespace)); err != nil {
 		return nil
 	}
 	return l.Items
 }
 
 // reconcile does one round of the controller's and the kubelet's work.
-func (cl *cluster) reconcile(ctx context.Context) {
+func (cl *Cluster) reconcile(ctx context.Context) {
 	cl.rec.Lock()
 	defer cl.rec.Unlock()
 	cl.reconcileClaims(ctx)
@@ -167,10 +54,10 @@ func (cl *cluster) reconcile(ctx context.Context) {
 		p := cl.pods[name]
 		cl.mu.Unlock()
 		switch {
-		case mode == ModeSuspended && p != nil:
+		case mode == modeSuspended && p != nil:
 			cl.stopPod(name, p)
 			cl.setStatus(ctx, name, false, "SandboxSuspended", "", true)
-		case mode == ModeSuspended:
+		case mode == modeSuspended:
 			cl.setStatus(ctx, name, false, "SandboxSuspended", "", true)
 		case p == nil:
 			cl.setStatus(ctx, name, false, "DependenciesNotReady", "", false)
@@ -187,7 +74,7 @@ func (cl *cluster) reconcile(ctx context.Context) {
 			}
 		}
 	}
-	// Sandboxes deleted: their pods stop and their claims' volumes go.
+	// Sandboxes deleted: their pods stop and their volumes go.
 	cl.mu.Lock()
 	var gone []string
 	for name := range cl.pods {
@@ -212,9 +99,8 @@ func (cl *cluster) reconcile(ctx context.Context) {
 	cl.mu.Unlock()
 }
 
-func (cl *cluster) stopPod(name string, p *pod) {
-	p.cmd.Process.Kill()
-	<-p.dead
+func (cl *Cluster) stopPod(name string, p *pod) {
+	p.kill()
 	cl.mu.Lock()
 	if cl.pods[name] == p {
 		delete(cl.pods, name)
@@ -223,7 +109,7 @@ func (cl *cluster) stopPod(name string, p *pod) {
 }
 
 // startPod runs the Sandbox's runner container as the kubelet would.
-func (cl *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) (string, error) {
+func (cl *Cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) (string, error) {
 	name := sb.GetName()
 	spec, _, _ := unstructured.NestedMap(sb.Object, "spec", "podTemplate", "spec")
 	containers, _, _ := unstructured.NestedSlice(spec, "containers")
@@ -237,20 +123,25 @@ func (cl *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 	if len(args) == 0 || filepath.Base(args[0]) != "warren-runner" {
 		return "", fmt.Errorf("the container does not run warren-runner: %q", args)
 	}
-	// The Secret mounted as TLSVolume, at the container's mount path.
-	secret, mountPath := "", ""
+	secret, tlsPath := "", ""
 	vols, _, _ := unstructured.NestedSlice(spec, "volumes")
 	for _, v := range vols {
-		m := v.(map[string]any)
-		if m["name"] == TLSVolume {
+		if m := v.(map[string]any); m["name"] == TLSVolume {
 			secret, _, _ = unstructured.NestedString(m, "secret", "secretName")
 		}
 	}
+	// The volume claim's mounts: subPath → where the container sees it.
+	claimMounts := map[string]string{}
 	mounts, _, _ := unstructured.NestedSlice(ctr, "volumeMounts")
 	for _, v := range mounts {
 		m := v.(map[string]any)
-		if m["name"] == TLSVolume {
-			mountPath, _ = m["mountPath"].(string)
+		at, _ := m["mountPath"].(string)
+		switch m["name"] {
+		case TLSVolume:
+			tlsPath = at
+		case "workspace":
+			sub, _ := m["subPath"].(string)
+			claimMounts[sub] = at
 		}
 	}
 	cl.mu.Lock()
@@ -258,11 +149,11 @@ func (cl *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 		secret = s
 	}
 	cl.mu.Unlock()
-	if secret == "" || mountPath == "" {
+	if secret == "" || tlsPath == "" {
 		return "", fmt.Errorf("no %s volume with a Secret mounted", TLSVolume)
 	}
 	var sec corev1.Secret
-	if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: testNS, Name: secret}, &sec); err != nil {
+	if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: Namespace, Name: secret}, &sec); err != nil {
 		return "", err // the kubelet waits for the Secret
 	}
 	cl.mu.Lock()
@@ -286,16 +177,26 @@ func (cl *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 			return "", err
 		}
 	}
-	for i, a := range args {
-		if strings.HasPrefix(a, mountPath+"/") {
-			args[i] = filepath.Join(podDir, strings.TrimPrefix(a, mountPath+"/"))
-		}
+	for i := range args {
 		if i > 0 && args[i-1] == "--listen" {
 			args[i] = net.JoinHostPort(ip, strconv.Itoa(cl.port))
 		}
+		// The pods share this host's network: each one's loopback is
+		// its own address (127.0.0.N, loopback too), at EgressPort.
+		if i > 0 && args[i-1] == "--egress-listen" {
+			args[i] = net.JoinHostPort(ip, strconv.Itoa(cl.egressPort))
+		}
 	}
-	cmd := exec.Command(runnerBin, args[1:]...)
-	cmd.Dir = vol
+	var cmd *exec.Cmd
+	if cl.plain {
+		cmd = plainPod(args, vol, podDir, tlsPath, cl.runner)
+	} else {
+		var err error
+		if cmd, err = cl.bwrapPod(ctr, args, vol, podDir, tlsPath, claimMounts); err != nil {
+			return "", err
+		}
+	}
+	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", err
@@ -332,12 +233,65 @@ func (cl *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) 
 	return ip, nil
 }
 
+// plainPod runs the runner as a plain process working in the volume
+// directory, its certificate files at the pod's directory.
+func plainPod(args []string, vol, podDir, tlsPath, runner string) *exec.Cmd {
+	for i, a := range args {
+		if strings.HasPrefix(a, tlsPath+"/") {
+			args[i] = filepath.Join(podDir, strings.TrimPrefix(a, tlsPath+"/"))
+		}
+	}
+	cmd := exec.Command(runner, args[1:]...)
+	cmd.Dir = vol
+	return cmd
+}
+
+// bwrapPod runs the runner in a mount namespace made as the kubelet would
+// make the container's: the volume claim's subdirectories at their mount
+// paths, the Secret at its, the host's programs read-only.
+func (cl *Cluster) bwrapPod(ctr map[string]any, args []string, vol, podDir, tlsPath string, claimMounts map[string]string) (*exec.Cmd, error) {
+	// A pid namespace of its own: when the pod's process is killed,
+	// whatever its commands left running goes with it, as with a pod.
+	bw := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--tmpfs", "/"}
+	bw = append(bw, systemDirs()...)
+	bw = append(bw, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--ro-bind", podDir, tlsPath, "--ro-bind", cl.runner, "/opt/warren-runner")
+	for sub, at := range claimMounts {
+		dir := filepath.Join(vol, sub)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		bw = append(bw, "--bind", dir, at)
+	}
+	if wd, _ := ctr["workingDir"].(string); wd != "" {
+		bw = append(bw, "--chdir", wd)
+	}
+	bw = append(append(bw, "--", "/opt/warren-runner"), args[1:]...)
+	cmd := exec.Command("bwrap", bw...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/warren"}
+	return cmd, nil
+}
+
+// systemDirs are bwrap's arguments giving the pod this host's programs,
+// read-only: the warren image has a shell and its tools too.
+func systemDirs() []string {
+	out := []string{"--ro-bind", "/usr", "/usr"}
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64", "/lib32"} {
+		if target, err := os.Readlink(d); err == nil {
+			out = append(out, "--symlink", target, d)
+		} else if _, err := os.Stat(d); err == nil {
+			out = append(out, "--ro-bind", d, d)
+		}
+	}
+	return out
+}
+
 // setStatus writes the Sandbox's status as the controller does.
-func (cl *cluster) setStatus(ctx context.Context, name string, ready bool, reason, ip string, suspended bool) {
+func (cl *Cluster) setStatus(ctx context.Context, name string, ready bool, reason, ip string, suspended bool) {
 	for range 20 {
 		sb := &unstructured.Unstructured{}
 		sb.SetGroupVersionKind(SandboxGVK)
-		if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: testNS, Name: name}, sb); err != nil {
+		if err := cl.c.Get(ctx, ctrl.ObjectKey{Namespace: Namespace, Name: name}, sb); err != nil {
 			return
 		}
 		cond := func(typ string, on bool, reason string) map[string]any {
@@ -358,17 +312,4 @@ func (cl *cluster) setStatus(ctx context.Context, name string, ready bool, reaso
 			return
 		}
 	}
-}
-
-// pod is the current pod of a Sandbox (nil if none).
-func (cl *cluster) pod(name string) *pod {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return cl.pods[name]
-}
-
-func (cl *cluster) volume(name string) string {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return cl.volumes[name]
 }
