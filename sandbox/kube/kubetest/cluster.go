@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -291,8 +290,7 @@ func (cl *Cluster) WaitFor(what string, cond func() bool) {
 
 // applyTemplate creates the deployment's SandboxTemplate.
 func (cl *Cluster) applyTemplate() {
-	_, self, _, _ := runtime.Caller(0)
-	file := filepath.Join(filepath.Dir(self), "..", "deploy", "sandbox-template.yaml")
+	file := filepath.Join(moduleRoot(cl.t), "sandbox", "kube", "deploy", "sandbox-template.yaml")
 	b, err := os.ReadFile(file)
 	if err != nil {
 		cl.t.Fatal(err)
@@ -350,4 +348,24 @@ func (cl *Cluster) Sandboxes() []string {
 		out = append(out, sb.GetName())
 	}
 	return out
+}
+
+// moduleRoot is the directory of warren's go.mod, found upwards from the
+// test's working directory (its package's directory): the source file's
+// own path is not known under -trimpath, which CI builds tests with.
+func moduleRoot(t testing.TB) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/warrenhq/warren\n") {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatal("kubetest: no go.mod of github.com/warrenhq/warren above the working directory")
+		}
+		dir = up
+	}
 }
