@@ -257,7 +257,7 @@ func (j *jail) runnerProc() int {
 	j.runnerOnce.Do(func() {
 		deadline := time.Now().Add(10 * time.Second)
 		for pause := time.Millisecond; time.Now().Before(deadline); pause = min(2*pause, 20*time.Millisecond) {
-			if c := children(j.initPID); len(c) > 0 {
+			if c := runner.Children(j.initPID); len(c) > 0 {
 				j.runnerPID = c[0]
 				return
 			}
@@ -275,7 +275,7 @@ func (j *jail) runnerProc() int {
 // or 0 when none runs.
 func (j *jail) shell() int {
 	if r := j.runnerProc(); r > 0 {
-		if c := children(r); len(c) > 0 {
+		if c := runner.Children(r); len(c) > 0 {
 			return c[0]
 		}
 	}

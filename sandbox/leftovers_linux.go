@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/warrenhq/warren/sandbox/runner"
 )
 
 // A command that fills the jail's process limit (a fork bomb that returns
@@ -97,8 +99,8 @@ func (s *Shell) stopLeftoversAtLimit(j *jail) {
 			break
 		}
 	}
-	cg.waitUncharged(len(keep) + 1 + len(shellChildren(j.shell()))) // 1: the runner
-	cg.refused = cg.forkRefusals()                                  // the kills above may race with refusals
+	cg.waitUncharged(len(keep) + 1 + len(runner.ShellChildren(j.shell()))) // 1: the runner
+	cg.refused = cg.forkRefusals()                                         // the kills above may race with refusals
 	if len(stopped) == 0 {
 		return
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/sandbox/runner"
 )
 
 func TestStatePersistsBetweenCommands(t *testing.T) {
@@ -320,7 +322,7 @@ func TestStateFollowsEveryChange(t *testing.T) {
 func TestEndedJobIsReapedBeforeTheNextCommand(t *testing.T) {
 	sh, _ := newTestShell(t)
 	mustRun(t, sh, "sleep 100 & export P=$!")
-	kids := shellChildren(sh.jail.shell())
+	kids := runner.ShellChildren(sh.jail.shell())
 	if len(kids) != 1 {
 		t.Fatalf("shell children %v, want the one job", kids)
 	}

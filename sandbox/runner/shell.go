@@ -198,6 +198,25 @@ func (s *shellState) limit(c *Call) (any, error) {
 	return nil, nil
 }
 
+// limitProcs sets the shell's RLIMIT_NPROC to nproc (0: unchanged) while
+// it waits for its first line. Lowering a limit needs no privilege; a
+// hard limit already lower binds harder and is kept.
+func limitProcs(pid int, nproc uint64) error {
+	if nproc == 0 {
+		return nil
+	}
+	var cur unix.Rlimit
+	err := unix.Prlimit(pid, unix.RLIMIT_NPROC, nil, &cur)
+	if err == nil {
+		n := min(nproc, cur.Max)
+		err = unix.Prlimit(pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}, nil)
+	}
+	if err != nil {
+		return proto.Errorf(proto.CodeInternal, "start the shell: set its process limit (RLIMIT_NPROC): %v", err)
+	}
+	return nil
+}
+
 // startShell starts /bin/sh with its descriptors: commands on 0, the
 // status record on 1 (its stdout between commands), the stderr pipe on 2
 // and 8, /dev/null on 6, the stdout pipe on 7. The process limit is set
@@ -253,19 +272,9 @@ func startShell(init string, nproc uint64) (*shellProc, error) {
 		}
 		return nil, err
 	}
-	// dash's ulimit has no -u: set RLIMIT_NPROC on the shell itself, while
-	// it waits for its first line. Lowering a limit needs no privilege; a
-	// hard limit already lower binds harder and is kept.
-	if nproc > 0 {
-		var cur unix.Rlimit
-		err := unix.Prlimit(p.pid, unix.RLIMIT_NPROC, nil, &cur)
-		if err == nil {
-			n := min(nproc, cur.Max)
-			err = unix.Prlimit(p.pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}, nil)
-		}
-		if err != nil {
-			return fail(proto.Errorf(proto.CodeInternal, "start the shell: set its process limit (RLIMIT_NPROC): %v", err))
-		}
+	// dash's ulimit has no -u: the limit goes on the shell itself.
+	if err := limitProcs(p.pid, nproc); err != nil {
+		return fail(err)
 	}
 	for i, f := range []*os.File{outR, errR} {
 		if p.pipes[i], err = newPipeReader(f); err != nil {

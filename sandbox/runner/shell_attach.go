@@ -95,17 +95,9 @@ func spawnShell(inR, stW, outW, errW *os.File, nproc uint64) (*shellProc, error)
 		p.exitCode = exitStatus(ps)
 		close(p.exited)
 	}()
-	if nproc > 0 {
-		var cur unix.Rlimit
-		err := unix.Prlimit(p.pid, unix.RLIMIT_NPROC, nil, &cur)
-		if err == nil {
-			n := min(nproc, cur.Max)
-			err = unix.Prlimit(p.pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}, nil)
-		}
-		if err != nil {
-			p.kill()
-			return nil, proto.Errorf(proto.CodeInternal, "start the shell: set its process limit (RLIMIT_NPROC): %v", err)
-		}
+	if err := limitProcs(p.pid, nproc); err != nil {
+		p.kill()
+		return nil, err
 	}
 	return p, nil
 }

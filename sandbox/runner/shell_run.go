@@ -80,7 +80,7 @@ func (s *shellState) runUntil(ctx context.Context, out recorder, p *shellProc, a
 func (s *shellState) finishRun(p *shellProc, r *run, a proto.ShellExecArgs, command string, res proto.ShellExecResult) proto.ShellExecResult {
 	if !res.ShellEnded && MayStartJobs(command) {
 		// Children alive now are background jobs: a later timeout spares them.
-		p.background = shellChildren(p.pid)
+		p.background = ShellChildren(p.pid)
 	}
 	if !r.recOK {
 		p.statusDirty = true // a piece of a record may come late

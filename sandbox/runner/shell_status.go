@@ -3,7 +3,6 @@ package runner
 import (
 	"bytes"
 	"errors"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,58 +150,20 @@ func MayStartJobs(command string) bool {
 
 func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' }
 
-// children lists the direct children of pid, over all its threads.
-func children(pid int) []int {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, t := range tasks {
-		data, err := os.ReadFile(dir + "/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		out = appendPIDs(out, data)
-	}
-	return out
-}
-
-func appendPIDs(out []int, data []byte) []int {
-	for _, f := range strings.Fields(string(data)) {
-		if c, err := strconv.Atoi(f); err == nil {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// shellChildren lists the shell's direct children. The shell is single
-// threaded, so one file holds them all.
-func shellChildren(pid int) []int {
-	p := strconv.Itoa(pid)
-	data, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
-	if err != nil {
-		return nil
-	}
-	return appendPIDs(nil, data)
-}
-
 // signalCommand sends sig to the shell's children that are not background
 // jobs of earlier commands (those alive when the previous command ended),
 // and to everything below them: the running command and whatever it
 // spawned. It returns how many processes were signalled.
 func signalCommand(shellPID int, background []int, sig syscall.Signal) int {
 	n := 0
-	for _, child := range shellChildren(shellPID) {
+	for _, child := range ShellChildren(shellPID) {
 		if slices.Contains(background, child) {
 			continue
 		}
 		// The whole tree first: a killed parent's children move away.
 		tree := []int{child}
 		for i := 0; i < len(tree); i++ {
-			tree = append(tree, children(tree[i])...)
+			tree = append(tree, Children(tree[i])...)
 		}
 		for _, pid := range tree {
 			if syscall.Kill(pid, sig) == nil {
