@@ -64,13 +64,7 @@ func (s *Shell) exec(ctx context.Context, command string, opts ExecOptions) (Res
 		_, err := j.runner.Hello(hctx)
 		cancel()
 		if err != nil && ctx.Err() == nil && !isDone(j.runner.Done()) {
-			s.mu.Lock()
-			if s.jail == j {
-				s.jail = nil
-			}
-			s.mu.Unlock()
-			j.kill()
-			s.release()
+			s.abandon(j)
 			return Result{}, fmt.Errorf("start jail: its runner did not answer within %v (run 'warren doctor')", helloWait)
 		}
 	}

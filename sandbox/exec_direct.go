@@ -73,13 +73,7 @@ func (s *Shell) attach(ctx context.Context, j *jail) error {
 func (s *Shell) execDirect(ctx context.Context, c *ended, j *jail, command string, timeout time.Duration) (Result, error) {
 	if !j.shellUp {
 		if err := s.attach(ctx, j); err != nil {
-			s.mu.Lock()
-			if s.jail == j {
-				s.jail = nil
-			}
-			s.mu.Unlock()
-			j.kill()
-			s.release()
+			s.abandon(j)
 			return Result{}, err
 		}
 		j.shellUp = true

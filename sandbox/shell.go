@@ -380,6 +380,19 @@ func (s *Shell) acquire(ctx context.Context, noWait bool) error {
 
 func (s *Shell) release() { s.turn <- struct{}{} }
 
+// abandon kills j, which failed to start its shell, forgets it if it is
+// still the shell's jail (the next command starts a fresh one with the
+// saved state), and gives the turn back.
+func (s *Shell) abandon(j *jail) {
+	s.mu.Lock()
+	if s.jail == j {
+		s.jail = nil
+	}
+	s.mu.Unlock()
+	j.kill()
+	s.release()
+}
+
 // quiet is how long a timed-out or interrupted command gets to end after its
 // processes were signalled, before the whole jail is killed.
 const quiet = 500 * time.Millisecond
