@@ -38,8 +38,19 @@ type Tools struct {
 
 	// mu protects progress.
 	mu       sync.Mutex
-	progress map[string]func(string)
+	progress map[string]*progressSink
 	next     atomic.Int64
+}
+
+// progressSink is where one running call's live output goes. The MCP
+// client hands notifications to onNotification on goroutines of its own,
+// so a line sent just before the result may still be on its way when the
+// call returns: the call waits for deliveries under way (running) and
+// takes its sink out, so that nothing of its output arrives after it (an
+// agent's progress event after its run's end).
+type progressSink struct {
+	fn      func(string)
+	running sync.WaitGroup
 }
 
 // ConnectInProcess connects to srv in this process. withUser puts the
@@ -70,7 +81,7 @@ func start(ctx context.Context, c *client.Client, ctxFn func(context.Context) co
 	if ctxFn == nil {
 		ctxFn = func(ctx context.Context) context.Context { return ctx }
 	}
-	t := &Tools{c: c, ctxFn: ctxFn, progress: map[string]func(string){}}
+	t := &Tools{c: c, ctxFn: ctxFn, progress: map[string]*progressSink{}}
 	c.OnNotification(t.onNotification)
 	if err := c.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start MCP client: %w", err)
@@ -95,11 +106,18 @@ func (t *Tools) onNotification(n mcp.JSONRPCNotification) {
 	fields := n.Params.AdditionalFields
 	tok := fmt.Sprint(fields["progressToken"])
 	msg, _ := fields["message"].(string)
+	if msg == "" {
+		return
+	}
 	t.mu.Lock()
-	fn := t.progress[tok]
+	sink := t.progress[tok]
+	if sink != nil {
+		sink.running.Add(1) // under mu: the call has not taken its sink out
+	}
 	t.mu.Unlock()
-	if fn != nil && msg != "" {
-		fn(msg)
+	if sink != nil {
+		defer sink.running.Done()
+		sink.fn(msg)
 	}
 }
 
@@ -147,10 +165,16 @@ func (t *Tools) CallImages(ctx context.Context, name string, args map[string]any
 	req.Params.Arguments = args
 	if onProgress != nil {
 		tok := "agent-" + strconv.FormatInt(t.next.Add(1), 10)
+		sink := &progressSink{fn: onProgress}
 		t.mu.Lock()
-		t.progress[tok] = onProgress
+		t.progress[tok] = sink
 		t.mu.Unlock()
-		defer func() { t.mu.Lock(); delete(t.progress, tok); t.mu.Unlock() }()
+		defer func() {
+			t.mu.Lock()
+			delete(t.progress, tok)
+			t.mu.Unlock()
+			sink.running.Wait()
+		}()
 		req.Params.Meta = &mcp.Meta{ProgressToken: mcp.ProgressToken(tok)}
 	}
 	res, err := t.c.CallTool(t.ctxFn(ctx), req)
