@@ -1,0 +1,109 @@
+package main
+
+// Replicas of 'warren serve http --runner kubernetes' on one PostgreSQL
+// and one fake cluster: the production shape of a Deployment with
+// several warren pods.
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/sandbox"
+	"github.com/warrenhq/warren/sandbox/kube"
+	"github.com/warrenhq/warren/sandbox/kube/kubetest"
+	"github.com/warrenhq/warren/sessions/sqlschema/sqltest"
+	"github.com/warrenhq/warren/sessions/workspace/gittest"
+)
+
+// kubeReplicas is two replicas of serve http --runner kubernetes on one
+// database, one data directory and one fake cluster.
+type kubeReplicas struct {
+	cl         *kubetest.Cluster
+	data, db   string
+	kubeconfig string
+	tok        string
+}
+
+func newKubeReplicas(t *testing.T) *kubeReplicas {
+	t.Helper()
+	needJail(t) // the harness's pods are bwrap mount namespaces
+	k := &kubeReplicas{cl: kubetest.New(t, os.Getenv(sandbox.RunnerEnv)), data: jailDir(t), db: sqltest.Shared(t).Fresh(t)}
+	k.kubeconfig = k.cl.ServeAPI(t)
+	k.tok = strings.TrimSpace(warren(t, "token", "create", "--user", "alice", "--data-dir", k.data, "--database", k.db))
+	return k
+}
+
+// start starts the replica named id.
+func (k *kubeReplicas) start(t *testing.T, id string) *httpServer {
+	t.Helper()
+	return serveHTTP(t, "--data-dir", k.data, "--database", k.db, "--replica-id", id, "--lease-ttl", replicaTTL,
+		"--runner", "kubernetes", "--kubeconfig", k.kubeconfig, "--kube-namespace", kubetest.Namespace,
+		"--kube-template", kubetest.Template, "--kube-runner-port", strconv.Itoa(k.cl.Port()), "--auth", "none")
+}
+
+// A session made through replica A is used through B and back: the
+// pod's shell state (cwd, exports) and files follow, the pod is neither
+// suspended nor made again by a handover (only the holder's connection
+// closes, and its shell is gone before the new holder's command runs),
+// the first content is written once, and a delete through the replica
+// that does not hold the session removes its Sandbox for good.
+func TestKubeReplicasShareOneSessionsPod(t *testing.T) {
+	k := newKubeReplicas(t)
+	repo, _, _ := gittest.Repo(t)
+	a, b := k.start(t, "replica-a"), k.start(t, "replica-b")
+	c := &rawMCP{t: t, url: a.url, token: k.tok}
+	c.initialize()
+	id, _ := c.must("session_create", map[string]any{"source": repo, "mode": "clone"})["session_id"].(string)
+	name, err := kube.Name(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := c.must("shell_exec", map[string]any{"session_id": id,
+		"command": "echo $$; grep -c two README.md; echo from-a > a.txt; echo seeded-by-a >> README.md; mkdir -p sub && cd sub && export WHERE=a"})
+	var shellA int
+	if _, err := fmt.Sscan(fmt.Sprint(out["stdout"]), &shellA); err != nil || !strings.HasSuffix(fmt.Sprint(out["stdout"]), "\n1\n") {
+		t.Fatalf("the first command on A: %v", out)
+	}
+
+	c.url = b.url
+	start := time.Now()
+	out = c.must("shell_exec", map[string]any{"session_id": id,
+		"command": fmt.Sprintf(`echo "$WHERE $PWD"; cat ../a.txt; tail -1 ../README.md; kill -0 %d 2>/dev/null && echo A-shell-alive; echo from-b > ../b.txt; export WHERE=b`, shellA)})
+	moved := time.Since(start)
+	if n := k.cl.Starts(name); n != 1 {
+		t.Fatalf("%d pods started for the session: the handover to B suspended or remade the pod", n)
+	}
+	if out["stdout"] != "a /workspace/sub\nfrom-a\nseeded-by-a\n" {
+		t.Fatalf("the session on B: %q (want A's cwd and export, A's files, the first content not written again, A's shell gone)", out["stdout"])
+	}
+	t.Logf("a call through the replica that does not hold the session (handover, dial, the command): %s", moved)
+
+	c.url = a.url
+	if got := fmt.Sprint(c.must("read_file", map[string]any{"session_id": id, "path": "b.txt"})["content"]); !strings.Contains(got, "from-b") {
+		t.Fatalf("read_file on A of B's file: %q", got)
+	}
+	if out := c.must("shell_exec", map[string]any{"session_id": id, "command": `echo "$WHERE $PWD"`}); out["stdout"] != "b /workspace/sub\n" {
+		t.Fatalf("back on A: %v", out)
+	}
+	if n := k.cl.Starts(name); n != 1 || k.cl.PodPID(name) == 0 {
+		t.Fatalf("after the session came back to A: %d pods started, pod running %v", n, k.cl.PodPID(name) != 0)
+	}
+
+	// Deleted through B while A holds the session: gone, and A, which
+	// loses the lease, does not make it again.
+	c.url = b.url
+	c.must("session_control", map[string]any{"session_id": id, "action": "delete"})
+	if k.cl.Exists(kube.SandboxGVK, name) || k.cl.Exists(kube.SecretGVK, name+"-tls") {
+		t.Fatal("the deleted session's Sandbox or Secret is still there")
+	}
+	k.cl.WaitFor("A to let the deleted session's lease go", func() bool {
+		return strings.Contains(metricsOf(t, a, k.tok), "warren_session_leases_held 0")
+	})
+	if k.cl.Exists(kube.SandboxGVK, name) || k.cl.Exists(kube.SecretGVK, name+"-tls") {
+		t.Fatal("the deleted session's Sandbox or Secret came back when A let it go")
+	}
+}
