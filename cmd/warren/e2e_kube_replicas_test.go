@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,5 +106,97 @@ func TestKubeReplicasShareOneSessionsPod(t *testing.T) {
 	})
 	if k.cl.Exists(kube.SandboxGVK, name) || k.cl.Exists(kube.SecretGVK, name+"-tls") {
 		t.Fatal("the deleted session's Sandbox or Secret came back when A let it go")
+	}
+}
+
+// A replica killed with SIGKILL while a client works through it: the
+// other replica takes the session over in the same pod (not made again)
+// with every acknowledged line, the last acknowledged cwd and export.
+func TestKubeReplicaKilledMidLoadLosesNothingAcknowledged(t *testing.T) {
+	k := newKubeReplicas(t)
+	a, b := k.start(t, "replica-a"), k.start(t, "replica-b")
+	ca := &rawMCP{t: t, url: a.url, token: k.tok}
+	ca.initialize()
+	id, _ := ca.must("session_create", map[string]any{})["session_id"].(string)
+	name, _ := kube.Name(id)
+	const calls = 40
+	acked := make(chan int, calls)
+	go func() {
+		defer close(acked)
+		for i := 1; i <= calls; i++ {
+			r := &rawMCP{t: t, url: a.url, token: k.tok, session: ca.session, nextID: 1000 * i}
+			if _, msg := r.toolQuiet("shell_exec", map[string]any{"session_id": id,
+				"command": fmt.Sprintf("mkdir -p /workspace/d%d && cd /workspace/d%d && export LAST=%d && echo line%d >> /workspace/log", i, i, i, i)}); msg != "" {
+				return
+			}
+			acked <- i
+		}
+	}()
+	last := 0
+	for i := range acked {
+		last = i
+		if i == 5 {
+			if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if last < 5 || last == calls {
+		t.Fatalf("the kill did not land mid-load: last acknowledged %d", last)
+	}
+	cb := &rawMCP{t: t, url: b.url, token: k.tok, session: ca.session}
+	start := time.Now()
+	out := cb.must("shell_exec", map[string]any{"session_id": id, "command": "pwd; echo $LAST; cat /workspace/log"})
+	t.Logf("takeover with a kube runner (lease TTL %s): the first call on B took %s", replicaTTL, time.Since(start))
+	lines := strings.Split(strings.TrimSpace(fmt.Sprint(out["stdout"])), "\n")
+	var lastRun int
+	fmt.Sscan(lines[min(1, len(lines)-1)], &lastRun)
+	// A command sent as A died may have run without its answer.
+	if lastRun < last || lastRun > last+1 || lines[0] != fmt.Sprintf("/workspace/d%d", lastRun) || len(lines) != 2+lastRun {
+		t.Fatalf("after the takeover B's shell says %q; want cwd and LAST of command %d (or the next), and its lines", out["stdout"], last)
+	}
+	for i := 1; i <= lastRun; i++ {
+		if lines[1+i] != fmt.Sprintf("line%d", i) {
+			t.Fatalf("acknowledged line %d missing or out of order: %q", i, out["stdout"])
+		}
+	}
+	if n := k.cl.Starts(name); n != 1 {
+		t.Fatalf("%d pods started: the takeover remade the pod", n)
+	}
+}
+
+// A replica frozen (SIGSTOP) past its lease while a command runs in the
+// pod's shell: the replica that takes the session over connects to the
+// same pod, and the frozen replica's shell and its command end before
+// the new holder's first command runs (one shell drives the workspace),
+// so the frozen command never writes after the takeover.
+func TestKubeFrozenReplicasCommandEndsAtTakeover(t *testing.T) {
+	k := newKubeReplicas(t)
+	a, b := k.start(t, "replica-a"), k.start(t, "replica-b")
+	c := &rawMCP{t: t, url: a.url, token: k.tok}
+	c.initialize()
+	id, _ := c.must("session_create", map[string]any{})["session_id"].(string)
+	name, _ := kube.Name(id)
+	c.must("shell_exec", map[string]any{"session_id": id, "command": "export X=first"})
+	if out := c.must("shell_exec", map[string]any{"session_id": id, "yield_ms": 200,
+		"command": "echo $$ > /workspace/stale.pid; sleep 4; echo stale >> /workspace/log"}); out["running"] != true {
+		t.Fatalf("the slow command ended early: %v", out)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer a.cmd.Process.Signal(syscall.SIGCONT)
+	c.url = b.url
+	out := c.must("shell_exec", map[string]any{"session_id": id, "command": "echo $X; kill -0 $(cat /workspace/stale.pid) 2>/dev/null && echo stale-shell-alive; echo fresh >> /workspace/log"})
+	if out["stdout"] != "first\n" {
+		t.Fatalf("B took over with %q: want the state saved before A froze, and A's shell gone", out["stdout"])
+	}
+	// The frozen command would have written by now had it lived.
+	time.Sleep(5 * time.Second)
+	if got, _ := os.ReadFile(k.cl.Workspace(name) + "/log"); string(got) != "fresh\n" {
+		t.Fatalf("the log on the pod's volume: %q: the frozen replica's command went on after the takeover", got)
+	}
+	if n := k.cl.Starts(name); n != 1 {
+		t.Fatalf("%d pods started: the takeover remade the pod", n)
 	}
 }
