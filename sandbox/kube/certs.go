@@ -48,13 +48,16 @@ func (s *Sandboxes) authority(ctx context.Context) (*pki.CA, error) {
 	ns, name := s.cfg.Namespace, s.cfg.CASecret
 	sec, err := s.c.Get(ctx, SecretGVK, ns, name)
 	if apierrors.IsNotFound(err) {
-		ca, err := pki.NewCA("warren runners", caValidity)
-		if err != nil {
-			return nil, err
+		// err is the outer one throughout: the loser of a race to make
+		// the Secret reads the winner's, and that read's error is the
+		// one checked below.
+		ca, cerr := pki.NewCA("warren runners", caValidity)
+		if cerr != nil {
+			return nil, cerr
 		}
-		kb, err := x509.MarshalECPrivateKey(ca.Key)
-		if err != nil {
-			return nil, err
+		kb, cerr := x509.MarshalECPrivateKey(ca.Key)
+		if cerr != nil {
+			return nil, cerr
 		}
 		err = s.c.Create(ctx, newSecret(ns, name, "", map[string]string{LabelManagedBy: managedBy},
 			map[string][]byte{"ca.crt": ca.PEM, "ca.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})}))
