@@ -200,3 +200,40 @@ func TestKubeFrozenReplicasCommandEndsAtTakeover(t *testing.T) {
 		t.Fatalf("%d pods started: the takeover remade the pod", n)
 	}
 }
+
+// Two replicas race to a session's first use (each a command that
+// appends to a file of the first content): the first content is written
+// into the pod once, before either command, so both appended lines are
+// there, and the Sandbox says it holds its files.
+func TestKubeReplicasRaceToTheFirstUseSeedOnce(t *testing.T) {
+	k := newKubeReplicas(t)
+	repo, _, _ := gittest.Repo(t)
+	a, b := k.start(t, "replica-a"), k.start(t, "replica-b")
+	c := &rawMCP{t: t, url: a.url, token: k.tok}
+	c.initialize()
+	id, _ := c.must("session_create", map[string]any{"source": repo, "mode": "clone"})["session_id"].(string)
+	name, _ := kube.Name(id)
+	errc := make(chan string, 2)
+	for i, srv := range []*httpServer{a, b} {
+		go func() {
+			r := &rawMCP{t: t, url: srv.url, token: k.tok, session: c.session, nextID: 1000 * (i + 1)}
+			_, msg := r.toolQuiet("shell_exec", map[string]any{"session_id": id, "command": fmt.Sprintf("echo appended-%d >> README.md", i)})
+			errc <- msg
+		}()
+	}
+	for range 2 {
+		if msg := <-errc; msg != "" {
+			t.Fatalf("a first use: %s", msg)
+		}
+	}
+	got, err := os.ReadFile(k.cl.Workspace(name) + "/README.md")
+	if err != nil || !strings.Contains(string(got), "version two") || !strings.Contains(string(got), "appended-0\n") || !strings.Contains(string(got), "appended-1\n") {
+		t.Fatalf("README.md in the pod after two first uses: %q %v (the first content written again over a command's change?)", got, err)
+	}
+	if v := k.cl.Sandbox(name).GetAnnotations()[kube.AnnotationSeeded]; v != "true" {
+		t.Fatalf("the Sandbox's %s annotation: %q", kube.AnnotationSeeded, v)
+	}
+	if n := k.cl.Starts(name); n != 1 {
+		t.Fatalf("%d pods started", n)
+	}
+}
