@@ -7,6 +7,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -236,4 +238,32 @@ func TestKubeReplicasRaceToTheFirstUseSeedOnce(t *testing.T) {
 	if n := k.cl.Starts(name); n != 1 {
 		t.Fatalf("%d pods started", n)
 	}
+}
+
+// A replica given a data directory of its own (a pod's own volume
+// instead of the shared one) refuses to start, saying what to do; one
+// on the shared directory starts; the marker's id is the database's.
+func TestReplicaOnAnotherDataDirectoryRefusesToStart(t *testing.T) {
+	needJail(t)
+	data, other := jailDir(t), jailDir(t)
+	db := sqltest.Shared(t).Fresh(t)
+	startReplica(t, data, db, "replica-a")
+	cmd := exec.Command(warrenBin, "serve", "http", "--addr", "127.0.0.1:0", "--data-dir", other, "--database", db,
+		"--replica-id", "replica-b", "--lease-ttl", replicaTTL)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is not the one the other replicas on this database use") ||
+		!strings.Contains(string(out), "ReadWriteMany") {
+		t.Fatalf("a replica on another data directory: %v\n%s", err, out)
+	}
+	startReplica(t, data, db, "replica-b") // the shared one
+	// What the message says to do when the shared directory lost its
+	// marker (the database's id written into it) is believed.
+	id, err := os.ReadFile(filepath.Join(data, "replica-set-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "replica-set-id"), id, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startReplica(t, other, db, "replica-c")
 }
