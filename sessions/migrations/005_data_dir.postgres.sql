@@ -4,7 +4,7 @@
 -- the first replica used; a replica whose data directory holds another
 -- id (or makes a new one) is on another volume and refuses to start.
 CREATE TABLE shared_data_dir (
-	singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+	singleton BIGINT  PRIMARY KEY CHECK (singleton = 1),
 	id        TEXT    NOT NULL,
 	made_at   BIGINT  NOT NULL
 );
