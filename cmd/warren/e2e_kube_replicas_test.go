@@ -6,6 +6,9 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,12 +43,12 @@ func newKubeReplicas(t *testing.T) *kubeReplicas {
 	return k
 }
 
-// start starts the replica named id.
-func (k *kubeReplicas) start(t *testing.T, id string) *httpServer {
+// start starts the replica named id, with more flags.
+func (k *kubeReplicas) start(t *testing.T, id string, more ...string) *httpServer {
 	t.Helper()
-	return serveHTTP(t, "--data-dir", k.data, "--database", k.db, "--replica-id", id, "--lease-ttl", replicaTTL,
+	return serveHTTP(t, append([]string{"--data-dir", k.data, "--database", k.db, "--replica-id", id, "--lease-ttl", replicaTTL,
 		"--runner", "kubernetes", "--kubeconfig", k.kubeconfig, "--kube-namespace", kubetest.Namespace,
-		"--kube-template", kubetest.Template, "--kube-runner-port", strconv.Itoa(k.cl.Port()), "--auth", "none")
+		"--kube-template", kubetest.Template, "--kube-runner-port", strconv.Itoa(k.cl.Port()), "--auth", "none"}, more...)...)
 }
 
 // A session made through replica A is used through B and back: the
@@ -266,4 +269,58 @@ func TestReplicaOnAnotherDataDirectoryRefusesToStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	startReplica(t, other, db, "replica-c")
+}
+
+// The pods dial warren's egress proxy through its Service, which may
+// send a connection to a replica that does not drive the session: that
+// replica serves it with the session's allowlist as the database has it
+// now (not closed for want of a shell there, and not with an allowlist
+// it kept from before a change made through the other replica).
+func TestKubeReplicasServeAPodsEgressWhicheverGetsIt(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello from upstream")
+	}))
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(up.URL, "http://"))
+	k := newKubeReplicas(t)
+	if err := os.WriteFile(filepath.Join(k.data, "config.json"), []byte(`{"network": {"hosts": {"upstream.test": "127.0.0.1", "other.test": "127.0.0.1"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	// The Service sends every pod's connection to B.
+	pa, pb := free(), free()
+	a := k.start(t, "replica-a", "--kube-proxy-listen", pa, "--kube-proxy-addr", pb)
+	b := k.start(t, "replica-b", "--kube-proxy-listen", pb, "--kube-proxy-addr", pb)
+	c := &rawMCP{t: t, url: a.url, token: k.tok}
+	c.initialize()
+	id, _ := c.must("session_create", map[string]any{"network": map[string]any{"mode": "allowlist", "allow": []any{"upstream.test:" + port}}})["session_id"].(string)
+	name, _ := kube.Name(id)
+	c.must("shell_exec", map[string]any{"session_id": id, "command": "true"}) // the pod is up
+	via := " -x http://" + net.JoinHostPort(k.cl.PodIP(name), strconv.Itoa(k.cl.EgressPort())) + " "
+	curl := "curl -sS --max-time 20 -w ' %{http_code}'" + via + "http://upstream.test:" + port + "/"
+	if out := c.must("shell_exec", map[string]any{"session_id": id, "command": curl}); out["stdout"] != "hello from upstream 200" {
+		t.Fatalf("the allowed host from the pod driven by A, through B's proxy: %v", out)
+	}
+	// B drives the session for a moment (its proxy state is made), then A
+	// again; the allowlist changes through A.
+	c.url = b.url
+	c.must("shell_exec", map[string]any{"session_id": id, "command": "true"})
+	c.url = a.url
+	c.must("session_control", map[string]any{"session_id": id, "action": "network",
+		"network": map[string]any{"mode": "allowlist", "allow": []any{"other.test:" + port}}})
+	out := c.must("shell_exec", map[string]any{"session_id": id, "command": curl})
+	if so := fmt.Sprint(out["stdout"]); !strings.HasSuffix(so, " 403") {
+		t.Fatalf("the host taken off the allowlist through A, through B's proxy: %v", out)
+	}
+	other := strings.Replace(curl, "upstream.test", "other.test", 1)
+	if out := c.must("shell_exec", map[string]any{"session_id": id, "command": other}); out["stdout"] != "hello from upstream 200" {
+		t.Fatalf("the host put on the allowlist through A, through B's proxy: %v", out)
+	}
 }
