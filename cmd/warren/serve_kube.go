@@ -90,6 +90,7 @@ func kubeSessions(c *cli.Context, cfg *sessions.Config, mgr *atomic.Pointer[sess
 	if err := sbs.Prepare(ctx); err != nil {
 		return stop, fmt.Errorf("--runner kubernetes: prepare the runners' certificate authority in namespace %s: %w", ns, err)
 	}
+	runnerReady.name, runnerReady.check = "Kubernetes API answers", sbs.Reachable
 	if c.String("database") == "" {
 		// Decided: a warning, not a refusal. One replica whose data
 		// directory is on a persistent volume works with SQLite; replicas

@@ -82,6 +82,16 @@ func (s *Sandboxes) authority(ctx context.Context) (*pki.CA, error) {
 	return ca, nil
 }
 
+// Reachable reads warren's certificate authority's Secret again from the
+// API server: whether the cluster answers and lets warren read what it
+// needs (a readiness check).
+func (s *Sandboxes) Reachable(ctx context.Context) error {
+	if _, err := s.c.Get(ctx, SecretGVK, s.cfg.Namespace, s.cfg.CASecret); err != nil {
+		return apiErr(err, "read the runners' certificate authority (Secret "+s.cfg.CASecret+")")
+	}
+	return nil
+}
+
 func parseCA(certPEM, keyPEM []byte) (*pki.CA, error) {
 	cb, _ := pem.Decode(certPEM)
 	kb, _ := pem.Decode(keyPEM)
