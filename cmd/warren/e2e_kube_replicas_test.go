@@ -99,6 +99,21 @@ func TestKubeReplicasShareOneSessionsPod(t *testing.T) {
 		t.Fatalf("after the session came back to A: %d pods started, pod running %v", n, k.cl.PodPID(name) != 0)
 	}
 
+	// Paused through B while A holds the session: its pod stops (the
+	// Sandbox suspended, whoever drove it); resumed and used through A, a
+	// second pod on the same volume has the session's state.
+	c.url = b.url
+	c.must("session_control", map[string]any{"session_id": id, "action": "pause"})
+	k.cl.WaitFor("the session paused through B to have its pod stopped", func() bool { return k.cl.PodPID(name) == 0 })
+	c.url = a.url
+	c.must("session_control", map[string]any{"session_id": id, "action": "resume"})
+	if out := c.must("shell_exec", map[string]any{"session_id": id, "command": `echo "$WHERE $PWD"; cat ../b.txt`}); out["stdout"] != "b /workspace/sub\nfrom-b\n" {
+		t.Fatalf("resumed on A: %v", out)
+	}
+	if n := k.cl.Starts(name); n != 2 {
+		t.Fatalf("%d pods started after a pause and a resume, want 2", n)
+	}
+
 	// Deleted through B while A holds the session: gone, and A, which
 	// loses the lease, does not make it again.
 	c.url = b.url
