@@ -187,9 +187,9 @@ func TestKubeReplicaKilledMidLoadLosesNothingAcknowledged(t *testing.T) {
 
 // A replica frozen (SIGSTOP) past its lease while a command runs in the
 // pod's shell: the replica that takes the session over connects to the
-// same pod, and the frozen replica's shell and its command end before
-// the new holder's first command runs (one shell drives the workspace),
-// so the frozen command never writes after the takeover.
+// same pod, and the frozen replica's shell and its command are gone
+// before the new holder's first command runs (one shell drives the
+// workspace).
 func TestKubeFrozenReplicasCommandEndsAtTakeover(t *testing.T) {
 	k := newKubeReplicas(t)
 	a, b := k.start(t, "replica-a"), k.start(t, "replica-b")
@@ -199,7 +199,7 @@ func TestKubeFrozenReplicasCommandEndsAtTakeover(t *testing.T) {
 	name, _ := kube.Name(id)
 	c.must("shell_exec", map[string]any{"session_id": id, "command": "export X=first"})
 	if out := c.must("shell_exec", map[string]any{"session_id": id, "yield_ms": 200,
-		"command": "echo $$ > /workspace/stale.pid; sleep 4; echo stale >> /workspace/log"}); out["running"] != true {
+		"command": "echo $$ > /workspace/stale.pid; sleep 120 & echo $! > /workspace/sleep.pid; wait; echo stale >> /workspace/log"}); out["running"] != true {
 		t.Fatalf("the slow command ended early: %v", out)
 	}
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -207,14 +207,13 @@ func TestKubeFrozenReplicasCommandEndsAtTakeover(t *testing.T) {
 	}
 	defer a.cmd.Process.Signal(syscall.SIGCONT)
 	c.url = b.url
-	out := c.must("shell_exec", map[string]any{"session_id": id, "command": "echo $X; kill -0 $(cat /workspace/stale.pid) 2>/dev/null && echo stale-shell-alive; echo fresh >> /workspace/log"})
+	out := c.must("shell_exec", map[string]any{"session_id": id,
+		"command": "echo $X; for p in $(cat /workspace/stale.pid /workspace/sleep.pid); do kill -0 $p 2>/dev/null && echo alive; done; echo fresh >> /workspace/log"})
 	if out["stdout"] != "first\n" {
-		t.Fatalf("B took over with %q: want the state saved before A froze, and A's shell gone", out["stdout"])
+		t.Fatalf("B took over with %q: want the state saved before A froze, and A's shell and its command gone", out["stdout"])
 	}
-	// The frozen command would have written by now had it lived.
-	time.Sleep(5 * time.Second)
 	if got, _ := os.ReadFile(k.cl.Workspace(name) + "/log"); string(got) != "fresh\n" {
-		t.Fatalf("the log on the pod's volume: %q: the frozen replica's command went on after the takeover", got)
+		t.Fatalf("the log on the pod's volume: %q", got)
 	}
 	if n := k.cl.Starts(name); n != 1 {
 		t.Fatalf("%d pods started: the takeover remade the pod", n)
