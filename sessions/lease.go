@@ -276,7 +276,7 @@ func (l *leaser) took(ctx context.Context, s *Session, epoch int64, start time.T
 	l.mu.Lock()
 	l.held[s.ID] = &heldLease{epoch: epoch, valid: start.Add(l.validFor())}
 	l.mu.Unlock()
-	l.m.dropShell(s.ID, true)
+	l.m.letGo(s.ID)
 	fresh, err := l.m.store.Get(ctx, s.Owner, s.ID)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -353,7 +353,7 @@ func (l *leaser) lose(id string, epoch int64, why string) {
 	delete(l.held, id)
 	l.mu.Unlock()
 	l.lost.Add(1)
-	l.m.dropShell(id, true)
+	l.m.letGo(id)
 	l.m.leaseLog("lost the lease ("+why+"): its jail is stopped", id, epoch)
 }
 

@@ -163,7 +163,7 @@ func (l *leaser) handOver(id string, epoch int64) {
 		keep()
 		return
 	}
-	l.m.dropShell(id, true)
+	l.m.letGo(id)
 	l.release(id, epoch)
 	l.handedOver.Add(1)
 	l.m.leaseLog("handed the session over", id, epoch)
@@ -291,5 +291,26 @@ func (c leaseStateCollector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		ch <- prometheus.MustNewConstMetric(liveLeasesDesc, prometheus.GaugeValue, n, holder)
+	}
+}
+
+// letGo ends this replica's shell of session id because another replica
+// drives the session next (a handover, a lease lost or taken anew). It is
+// closed, not stopped: a local jail dies with it, but what a runner away
+// from this host runs on (a Kubernetes Sandbox's pod) stays up, so that
+// the next holder connects to it at once instead of waiting for the pod
+// to be suspended and made again. The runner ends the closed
+// connection's shell, and a new connection ends any it still serves.
+func (m *Manager) letGo(id string) {
+	m.mu.Lock()
+	l := m.live[id]
+	delete(m.live, id)
+	m.mu.Unlock()
+	if l == nil {
+		return
+	}
+	l.sh.Close()
+	if st := m.sessionState(id); st == StateArchived || st == StateDeleted {
+		m.forgetNetwork(id)
 	}
 }

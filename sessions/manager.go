@@ -178,6 +178,13 @@ func NewManager(store *Store, cfg Config) (*Manager, error) {
 	// A command's end queues its state even when nobody collects its result.
 	m.jobs = newJobs(func(j *Job) { m.queueState(j.session, j.runner) })
 	if cfg.Lease != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = checkSharedDataDir(ctx, store.db, cfg.DataDir)
+		cancel()
+		if err != nil {
+			m.saver.close(context.Background())
+			return nil, err
+		}
 		if m.leases, err = newLeaser(m, store.db, *cfg.Lease); err != nil {
 			m.saver.close(context.Background())
 			return nil, err

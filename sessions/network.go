@@ -249,3 +249,48 @@ func (m *Manager) OnNetworkBytes(fn func(owner, session string, bytes int64)) {
 		fn(owner, session, n)
 	}
 }
+
+// ProxyFor returns session id's egress proxy state for a connection that
+// reached this server from outside its jails (a Kubernetes pod's runner
+// dials warren's Service, which may route it to any replica), or nil when
+// the session has no allowlist to serve: deleted, archived, or in another
+// mode. With replicas (leases), the allowlist is read from the database
+// for each connection, so that a replica that does not drive the session,
+// or did earlier and kept its proxy state, applies the allowlist as it is
+// now, not as it was when its state was made. One server alone keeps its
+// state current itself (SetNetwork), and serves what it holds.
+func (m *Manager) ProxyFor(ctx context.Context, id string) *netproxy.Session {
+	px := m.cfg.Network.Proxy
+	if px == nil {
+		return nil
+	}
+	if m.leases == nil {
+		return px.Lookup(id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	owner, err := m.store.Owner(ctx, id)
+	if err != nil {
+		return nil
+	}
+	s, err := m.store.Get(ctx, owner, id)
+	if err != nil {
+		return nil
+	}
+	if st := s.State(); st != StateActive && st != StatePaused {
+		px.Remove(id)
+		return nil
+	}
+	n := s.NetworkPolicy()
+	if n.Mode != NetAllowlist {
+		px.Remove(id)
+		return nil
+	}
+	_, rules, err := m.normalizeNetwork(n)
+	if err != nil {
+		return nil
+	}
+	ps := px.Session(id)
+	ps.SetAllow(rules)
+	return ps
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -151,5 +152,27 @@ func TestServeHTTPRunnerKubernetesAllowlist(t *testing.T) {
 	}
 	if want := []string{"upstream.test:" + port + " true", "other.test:" + port + " false"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("session_network_log: %q, want %q", got, want)
+	}
+}
+
+// serve http --runner kubernetes runs in an image without bwrap
+// (warren's pod: sessions run in their Sandboxes): /readyz, which the
+// Deployment's readiness probe asks, checks that the database and the
+// cluster answer, and does not try a local jail, which would fail there
+// and keep the pod out of its Service forever.
+func TestServeHTTPRunnerKubernetesIsReadyWithoutBwrap(t *testing.T) {
+	cl := kubetest.New(t, os.Getenv(sandbox.RunnerEnv), kubetest.Plain)
+	kubeconfig := cl.ServeAPI(t)
+	srv := serveHTTP(t, "--data-dir", t.TempDir(), "--auth", "none", "--runner", "kubernetes", "--kubeconfig", kubeconfig,
+		"--kube-namespace", kubetest.Namespace, "--kube-template", kubetest.Template,
+		"--kube-runner-port", strconv.Itoa(cl.Port()))
+	resp, err := http.Get(strings.TrimSuffix(srv.url, "/mcp") + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "ok   Kubernetes API answers") || strings.Contains(string(body), "jails start") {
+		t.Fatalf("/readyz of a kubernetes runner without bwrap: %d\n%s", resp.StatusCode, body)
 	}
 }

@@ -7,12 +7,14 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/warrenhq/warren/sandbox/kube"
+	"github.com/warrenhq/warren/sandbox/netproxy"
 	"github.com/warrenhq/warren/sessions"
 	"github.com/warrenhq/warren/sessions/kuberunner"
 )
@@ -43,8 +45,9 @@ const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namesp
 // and used, and warren's certificate authority is made or read now.
 //
 // With --kube-proxy-listen it serves warren's egress proxy to the pods
-// there until stop is called.
-func kubeSessions(c *cli.Context, cfg *sessions.Config, log zerolog.Logger) (stop func(), err error) {
+// there until stop is called: each connection is served by the session's
+// proxy state as the manager mgr holds (once set) gives it (ProxyFor).
+func kubeSessions(c *cli.Context, cfg *sessions.Config, mgr *atomic.Pointer[sessions.Manager], log zerolog.Logger) (stop func(), err error) {
 	stop = func() {}
 	switch c.String("runner") {
 	case "", "local":
@@ -87,6 +90,7 @@ func kubeSessions(c *cli.Context, cfg *sessions.Config, log zerolog.Logger) (sto
 	if err := sbs.Prepare(ctx); err != nil {
 		return stop, fmt.Errorf("--runner kubernetes: prepare the runners' certificate authority in namespace %s: %w", ns, err)
 	}
+	runnerReady.name, runnerReady.check = "Kubernetes API answers", sbs.Reachable
 	if c.String("database") == "" {
 		// Decided: a warning, not a refusal. One replica whose data
 		// directory is on a persistent volume works with SQLite; replicas
@@ -103,7 +107,13 @@ func kubeSessions(c *cli.Context, cfg *sessions.Config, log zerolog.Logger) (sto
 		}
 		cfg.Network.Proxy = px
 		go func() {
-			err := kuberunner.ServeEgress(context.Background(), sbs, px, ln)
+			lookup := func(ctx context.Context, id string) *netproxy.Session {
+				if m := mgr.Load(); m != nil {
+					return m.ProxyFor(ctx, id)
+				}
+				return nil // not serving yet
+			}
+			err := kuberunner.ServeEgress(context.Background(), sbs, lookup, ln)
 			if !errors.Is(err, net.ErrClosed) {
 				log.Error().Err(err).Msg("the egress proxy for pods stopped: sessions in allowlist mode have no network")
 			}

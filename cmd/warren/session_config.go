@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -109,7 +110,8 @@ func newSessionManager(c *cli.Context, store *sessions.Store, db *sql.DB, dir st
 			log.Info().Str("replica", replica).Str("session", id).Int64("epoch", epoch).Msg(msg)
 		}
 	}
-	stopKube, err := kubeSessions(c, &cfg, log)
+	var bound atomic.Pointer[sessions.Manager]
+	stopKube, err := kubeSessions(c, &cfg, &bound, log)
 	if err != nil {
 		stopNet()
 		return nil, nil, err
@@ -120,6 +122,7 @@ func newSessionManager(c *cli.Context, store *sessions.Store, db *sql.DB, dir st
 		stop()
 		return nil, nil, err
 	}
+	bound.Store(mgr)
 	mgr.StartReaper(context.Background())
 	if id := mgr.ReplicaID(); id != "" {
 		log.Info().Str("replica", id).Dur("lease_ttl", c.Duration("lease-ttl")).Msg("replica on a shared database: sessions are leased")

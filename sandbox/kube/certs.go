@@ -48,13 +48,16 @@ func (s *Sandboxes) authority(ctx context.Context) (*pki.CA, error) {
 	ns, name := s.cfg.Namespace, s.cfg.CASecret
 	sec, err := s.c.Get(ctx, SecretGVK, ns, name)
 	if apierrors.IsNotFound(err) {
-		ca, err := pki.NewCA("warren runners", caValidity)
-		if err != nil {
-			return nil, err
+		// err is the outer one throughout: the loser of a race to make
+		// the Secret reads the winner's, and that read's error is the
+		// one checked below.
+		ca, cerr := pki.NewCA("warren runners", caValidity)
+		if cerr != nil {
+			return nil, cerr
 		}
-		kb, err := x509.MarshalECPrivateKey(ca.Key)
-		if err != nil {
-			return nil, err
+		kb, cerr := x509.MarshalECPrivateKey(ca.Key)
+		if cerr != nil {
+			return nil, cerr
 		}
 		err = s.c.Create(ctx, newSecret(ns, name, "", map[string]string{LabelManagedBy: managedBy},
 			map[string][]byte{"ca.crt": ca.PEM, "ca.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})}))
@@ -77,6 +80,16 @@ func (s *Sandboxes) authority(ctx context.Context) (*pki.CA, error) {
 	}
 	s.ca.ca = ca
 	return ca, nil
+}
+
+// Reachable reads warren's certificate authority's Secret again from the
+// API server: whether the cluster answers and lets warren read what it
+// needs (a readiness check).
+func (s *Sandboxes) Reachable(ctx context.Context) error {
+	if _, err := s.c.Get(ctx, SecretGVK, s.cfg.Namespace, s.cfg.CASecret); err != nil {
+		return apiErr(err, "read the runners' certificate authority (Secret "+s.cfg.CASecret+")")
+	}
+	return nil
 }
 
 func parseCA(certPEM, keyPEM []byte) (*pki.CA, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 )
 
 // TLSFiles name the runner's certificate and key, and the certificate
@@ -42,8 +43,13 @@ func (f TLSFiles) ServerTLS() (*tls.Config, error) {
 
 // Listen serves ops on addr over mutually authenticated TLS, one Server
 // per connection (a server that reconnects, or another replica taking the
-// session over, gets a fresh stream of its own). It returns when the
-// listener fails.
+// session over, gets a fresh stream and shell of its own). One connection
+// is served at a time: a new one, once its handshake proved it is a
+// server's, ends the one before it and waits for that connection's shell
+// and what it started to be gone before it is served. So one shell drives
+// the workspace at a time even when the server of the older connection
+// cannot hang up (a replica frozen or cut off past its lease while another
+// takes the session over). It returns when the listener fails.
 func Listen(addr string, cfg *tls.Config, ops map[string]Handler, ready func(net.Addr)) error {
 	ln, err := tls.Listen("tcp", addr, cfg)
 	if err != nil {
@@ -53,6 +59,10 @@ func Listen(addr string, cfg *tls.Config, ops map[string]Handler, ready func(net
 	if ready != nil {
 		ready(ln.Addr())
 	}
+	var (
+		mu  sync.Mutex
+		cur *served
+	)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -65,11 +75,28 @@ func Listen(addr string, cfg *tls.Config, ops map[string]Handler, ready func(net
 		go func() {
 			defer c.Close()
 			// The handshake happens here, not in Accept: a client
-			// without a valid certificate ends its own connection only.
+			// without a valid certificate ends its own connection only,
+			// and never the one being served.
 			if err := c.(*tls.Conn).Handshake(); err != nil {
 				return
+			}
+			me := &served{conn: c, done: make(chan struct{})}
+			defer close(me.done)
+			mu.Lock()
+			prev := cur
+			cur = me
+			mu.Unlock()
+			if prev != nil {
+				_ = prev.conn.Close()
+				<-prev.done // its shell is killed and reaped
 			}
 			_ = NewServer(ops).Serve(c)
 		}()
 	}
+}
+
+// served is the connection Listen serves, or the one that superseded it.
+type served struct {
+	conn net.Conn
+	done chan struct{} // closed once its Server (and shell) ended
 }

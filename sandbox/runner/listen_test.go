@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,5 +145,66 @@ func TestRunnerRefusesANetworkWithoutTLS(t *testing.T) {
 	out, err := exec.Command(bin, "--listen", "127.0.0.1:0").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--tls-client-ca") {
 		t.Fatalf("--listen without TLS: %v %s", err, out)
+	}
+}
+
+// A server that connects ends the connection before it, and its shell
+// with what runs there, before it is served: one shell drives a pod's
+// workspace at a time, even when the server that held the older
+// connection cannot close it (a replica frozen, or cut off, past its
+// lease, while another replica takes the session over).
+func TestNewConnectionEndsThePreviousShell(t *testing.T) {
+	bin, err := runnertest.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := mustCA(t, "warren")
+	addr := startNetRunner(t, bin, ca, ca)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+
+	old, err := client.DialTLS(ctx, addr, clientConfig(t, ca, ca))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	cmd := "echo $$ > " + dir + "/pid; echo started; sleep 100; echo late > " + dir + "/late"
+	st, err := old.Open(ctx, proto.OpShellExec, proto.ShellExecArgs{TimeoutMS: 120000, Init: ":\n", Length: len(cmd)}, []byte(cmd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if first, err := st.Next(); err != nil || !strings.Contains(string(first), "started") {
+		t.Fatalf("first output %q %v", first, err)
+	}
+	b, err := os.ReadFile(dir + "/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 1 {
+		t.Fatalf("the shell's pid: %q", b)
+	}
+
+	next, err := client.DialTLS(ctx, addr, clientConfig(t, ca, ca))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if err := ping(ctx, next); err != nil {
+		t.Fatalf("the new connection: %v", err)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Fatalf("the older connection's shell (pid %d) still runs while the new connection is served", pid)
+	}
+	if err := ping(ctx, old); err == nil {
+		t.Fatal("the older connection is still served")
+	}
+	// The new connection's shell works as any.
+	cmd = "test -e " + dir + "/pid"
+	var res proto.ShellExecResult
+	if err := next.Call(ctx, proto.OpShellExec, proto.ShellExecArgs{TimeoutMS: 10000, Init: ":\n", Length: len(cmd)}, []byte(cmd), &res); err != nil || res.ExitCode != 0 {
+		t.Fatalf("a command on the new connection: %+v %v", res, err)
 	}
 }

@@ -81,7 +81,7 @@ func newEgressWorld(t *testing.T) *egressWorld {
 	kcfg := kubeConfig(w.cl)
 	kcfg.EgressProxy = w.proxyAddr
 	w.srv = newServerCfg(t, w.cl, kcfg, sessions.Config{Network: sessions.NetworkConfig{Proxy: w.px}}, t.TempDir())
-	go kuberunner.ServeEgress(context.Background(), w.srv.sbs, w.px, pl)
+	go kuberunner.ServeEgress(context.Background(), w.srv.sbs, func(_ context.Context, id string) *netproxy.Session { return w.px.Lookup(id) }, pl)
 	return w
 }
 
