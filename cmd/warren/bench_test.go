@@ -6,7 +6,8 @@ package main
 // re-executed with WARREN_BENCH_FLOOR set) whose tool returns the very
 // payload warren returned for the same call, captured during warm-up, and
 // for shell_exec also runs the command in a persistent jailed /bin/sh over
-// a pipe first: what no implementation can avoid. Each ratio is reported as
+// a pipe first, for write_file writes the content atomically (a new file,
+// then a rename): what no implementation can avoid. Each ratio is reported as
 // `TOOL/floor`; `just bench-check` fails when one misses its target
 // (targets live in cmd/benchcheck). Run: just bench-mcp.
 
