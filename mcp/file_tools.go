@@ -154,7 +154,8 @@ func readFile(d *deps) Tool {
 }
 
 // sliceLines returns lines offset.. (1-based) of s, at most limit of them and
-// at most maxReadOut bytes.
+// at most maxReadOut bytes. It walks s by offsets, never splitting it into a
+// string per line: a whole small file, the usual read, is s itself.
 func sliceLines(s string, offset, limit int) ReadFileOutput {
 	if offset <= 0 {
 		offset = 1
@@ -162,25 +163,36 @@ func sliceLines(s string, offset, limit int) ReadFileOutput {
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	lines := strings.SplitAfter(s, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
+	total := strings.Count(s, "\n")
+	if s != "" && s[len(s)-1] != '\n' {
+		total++
 	}
-	out := ReadFileOutput{TotalLines: len(lines)}
-	if offset > len(lines) {
+	out := ReadFileOutput{TotalLines: total}
+	if offset > total {
 		return out
 	}
-	var b strings.Builder
-	end := min(len(lines), offset-1+limit)
-	for i := offset - 1; i < end; i++ {
-		if b.Len()+len(lines[i]) > maxReadOut && b.Len() > 0 {
-			end = i
+	start := 0
+	for range offset - 1 {
+		start += strings.IndexByte(s[start:], '\n') + 1
+	}
+	end, line := start, offset-1 // line: the 0-based index of the next line
+	for line < total && line-(offset-1) < limit {
+		next := len(s)
+		if i := strings.IndexByte(s[end:], '\n'); i >= 0 {
+			next = end + i + 1
+		}
+		if next-start > maxReadOut && end > start {
 			break
 		}
-		b.WriteString(lines[i])
+		end, line = next, line+1
 	}
-	out.Content = b.String()
-	out.Truncated = end < len(lines)
+	out.Content = s[start:end]
+	if len(out.Content) < len(s)/2 {
+		// A part of a large file: the result (which the usage meter may
+		// hold a while) keeps only that part.
+		out.Content = strings.Clone(out.Content)
+	}
+	out.Truncated = line < total
 	return out
 }
 

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -61,8 +60,11 @@ func (d *deps) recordResult(ctx context.Context, user string, req mcp.CallToolRe
 }
 
 // resultSize is the size of res's JSON encoding, as the transport sends it.
+// res encodes itself (MarshalJSON, compact and HTML-escaped as
+// json.Marshal makes it); json.Marshal(res) would check and copy those
+// bytes once more, a scan of the whole result, to the same length.
 func resultSize(res *mcp.CallToolResult) int64 {
-	b, err := json.Marshal(res)
+	b, err := res.MarshalJSON()
 	if err != nil {
 		return 0
 	}

@@ -107,3 +107,23 @@ func TestUsageQueueRecordsResultSizes(t *testing.T) {
 		t.Fatalf("recorded sizes %v, want the results' JSON sizes %v", got, want)
 	}
 }
+
+// A tool_output record counts the bytes of the result as the transport
+// sends it (json.Marshal of the result), HTML-escaped characters, text
+// that needs escaping and structured content included.
+func TestResultSizeIsTheEncodedSize(t *testing.T) {
+	for _, res := range []*mcpgo.CallToolResult{
+		mcpgo.NewToolResultText("plain"),
+		mcpgo.NewToolResultText("<a href=\"x\">&amp;</a>\n\ttabs \u2028 é \x00"),
+		mcpgo.NewToolResultStructured(ReadFileOutput{Path: "/workspace/<x>.txt", Content: "a\nb & c\n", Encoding: "utf-8", TotalLines: 2}, "a\nb & c\n"),
+		mcpgo.NewToolResultError("failed: <nothing>"),
+	} {
+		want, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resultSize(res); got != int64(len(want)) {
+			t.Errorf("resultSize = %d, the encoded result is %d bytes: %s", got, len(want), want)
+		}
+	}
+}

@@ -36,7 +36,7 @@ func targets() map[string]*target {
 		// shell_exec, a persistent jailed /bin/sh answering over a pipe).
 		"shell_exec/floor": {max: 1.25, why: "shell_exec echo hi vs bare MCP tool + raw jailed sh"},
 		"read_file/floor":  {max: 1.25, why: "read_file 4 KB vs bare MCP tool with the same payload"},
-		"write_file/floor": {max: 1.5, why: "write_file 4 KB vs bare MCP tool taking the same argument"},
+		"write_file/floor": {max: 1.5, why: "write_file 4 KB vs bare MCP tool writing the same 4 KB atomically"},
 		// sandbox: the Shell's protocol against the raw jailed sh. An
 		// external command pays, besides the protocol's fixed cost, the
 		// seccomp filter on every system call and the cgroup's accounting

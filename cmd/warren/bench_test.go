@@ -6,7 +6,8 @@ package main
 // re-executed with WARREN_BENCH_FLOOR set) whose tool returns the very
 // payload warren returned for the same call, captured during warm-up, and
 // for shell_exec also runs the command in a persistent jailed /bin/sh over
-// a pipe first: what no implementation can avoid. Each ratio is reported as
+// a pipe first, for write_file writes the content atomically (a new file,
+// then a rename): what no implementation can avoid. Each ratio is reported as
 // `TOOL/floor`; `just bench-check` fails when one misses its target
 // (targets live in cmd/benchcheck). Run: just bench-mcp.
 
@@ -53,11 +54,17 @@ func init() {
 	s := server.NewMCPServer("floor", "1")
 	for name, p := range payloads {
 		s.AddTool(mcpgo.NewTool(name), func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-			if cmd, ok := req.GetArguments()["command"].(string); ok {
+			args := req.GetArguments()
+			if cmd, ok := args["command"].(string); ok {
 				if jail == nil {
 					jail = startRawJail(os.Getenv("WARREN_BENCH_WS"))
 				}
 				jail.run(cmd)
+			}
+			if content, ok := args["content"].(string); ok {
+				if err := writeAtomic(filepath.Join(os.Getenv("WARREN_BENCH_WS"), "floor-out.txt"), content); err != nil {
+					return nil, err
+				}
 			}
 			return mcpgo.NewToolResultStructured(p.Structured, p.Text), nil
 		})
@@ -100,6 +107,26 @@ func (j *rawJail) run(command string) {
 	fmt.Fprintf(j.in, "%s; echo .\n", command)
 	for j.out.Scan() && j.out.Text() != "." {
 	}
+}
+
+// writeAtomic is the least a write_file that keeps a file whole can do: a
+// new file in the same directory, its content, then a rename over the old
+// name (ext4 then starts writing the data out, what keeps a crash from
+// leaving an empty file: the physical cost warren pays too).
+func writeAtomic(name, content string) error {
+	tmp := name + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	return err
 }
 
 // bench4k is the 4 KB file read_file reads and write_file writes.

@@ -16,6 +16,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/warrenhq/warren/sandbox/runner/proto"
@@ -88,11 +89,29 @@ type Server struct {
 	conn    io.Closer   // the connection, when it can be closed
 	ended   bool        // the server closed the connection itself (endConn)
 	shell   *shellState // the connection's shell, once a command started it
+
+	// Requests run on workers that wait for the next one when done (at
+	// most maxIdleWorkers of them): a request's goroutine grows its stack
+	// while it decodes and works, and a fresh goroutine per request paid
+	// that copy every time (a tenth of the runner's time per file read).
+	next    chan request  // to a waiting worker (unbuffered)
+	waiting atomic.Int32  // workers waiting on next
+	quit    chan struct{} // closed when Serve returns: waiting workers end
 }
+
+// request is an Open the reader hands to a worker.
+type request struct {
+	st  *stream
+	req proto.Request
+}
+
+// maxIdleWorkers bounds the workers that wait for requests: one serves a
+// session's calls one after another, a second a read beside a command.
+const maxIdleWorkers = 2
 
 // NewServer returns a server of ops.
 func NewServer(ops map[string]Handler) *Server {
-	return &Server{ops: ops, streams: map[uint32]*stream{}}
+	return &Server{ops: ops, streams: map[uint32]*stream{}, next: make(chan request), quit: make(chan struct{})}
 }
 
 // Serve says hello on conn and serves it until it ends; it returns nil
@@ -108,6 +127,7 @@ func (s *Server) Serve(conn io.ReadWriter) error {
 	// (or reconnects, or another replica that takes the session over)
 	// never finds a shell it did not start.
 	defer s.endShell()
+	defer close(s.quit)
 	names := make([]string, 0, len(s.ops))
 	for n := range s.ops {
 		names = append(names, n)
@@ -154,7 +174,7 @@ func (s *Server) dispatch(f proto.Frame) error {
 		s.streams[f.Stream] = st
 		s.mu.Unlock()
 		st.in.add(f.Body, f.Flags&proto.FlagLast != 0)
-		go s.run(st, req)
+		s.start(request{st, req})
 	case proto.Data:
 		if st != nil {
 			st.in.add(f.Body, f.Flags&proto.FlagLast != 0)
@@ -171,6 +191,34 @@ func (s *Server) dispatch(f proto.Frame) error {
 		return errors.New("runner protocol: a frame the server may not send")
 	}
 	return nil
+}
+
+// start runs r on a waiting worker, or on a new one when none waits.
+func (s *Server) start(r request) {
+	select {
+	case s.next <- r:
+	default:
+		go s.work(r)
+	}
+}
+
+// work runs r, then waits for more requests while at most maxIdleWorkers
+// wait, until the connection ends.
+func (s *Server) work(r request) {
+	for {
+		s.run(r.st, r.req)
+		if s.waiting.Add(1) > maxIdleWorkers {
+			s.waiting.Add(-1)
+			return
+		}
+		select {
+		case r = <-s.next:
+			s.waiting.Add(-1)
+		case <-s.quit:
+			s.waiting.Add(-1)
+			return
+		}
+	}
 }
 
 // run does one request and ends its stream.

@@ -231,8 +231,8 @@ func frameBuf(n int) []byte {
 }
 
 // recycle returns a frame's body to the pool. Only a body that starts a
-// pooled buffer is one (a Data frame has no head); others are left to the
-// collector.
+// pooled buffer is one (proto.ReadFrameBuf puts the head elsewhere, so an
+// End's body is one too); others are left to the collector.
 func recycle(b []byte) {
 	if cap(b) != poolBuf {
 		return

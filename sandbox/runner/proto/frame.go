@@ -78,8 +78,9 @@ var ErrFrame = errors.New("runner protocol: malformed frame")
 // flags fail with ErrFrame before anything is allocated.
 func ReadFrame(r io.Reader) (Frame, error) { return ReadFrameBuf(r, nil) }
 
-// ReadFrameBuf is ReadFrame with the frame's memory from alloc (nil:
-// make), so that a reader of much output can reuse buffers.
+// ReadFrameBuf is ReadFrame with the body's memory from alloc (nil: make),
+// so that a reader of much output can reuse buffers: the body starts the
+// buffer alloc gave, whatever the head (an End's reply) before it.
 func ReadFrameBuf(r io.Reader, alloc func(n int) []byte) (Frame, error) {
 	var h [headerLen]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
@@ -97,20 +98,33 @@ func ReadFrameBuf(r io.Reader, alloc func(n int) []byte) (Frame, error) {
 	case bodyN > MaxBody:
 		return Frame{}, fmt.Errorf("%w: a body of %d bytes (at most %d)", ErrFrame, bodyN, MaxBody)
 	}
-	var buf []byte
-	if alloc != nil {
-		buf = alloc(int(headN + bodyN))
-	} else {
-		buf = make([]byte, headN+bodyN)
+	if alloc == nil {
+		buf := make([]byte, headN+bodyN)
+		if err := readFull(r, buf); err != nil {
+			return Frame{}, err
+		}
+		f.Head, f.Body = buf[:headN:headN], buf[headN:]
+		return f, nil
 	}
+	f.Head, f.Body = make([]byte, headN), alloc(int(bodyN))
+	if err := readFull(r, f.Head); err != nil {
+		return Frame{}, err
+	}
+	if err := readFull(r, f.Body); err != nil {
+		return Frame{}, err
+	}
+	return f, nil
+}
+
+// readFull fills buf from r: a frame cut short is io.ErrUnexpectedEOF.
+func readFull(r io.Reader, buf []byte) error {
 	if _, err := io.ReadFull(r, buf); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return Frame{}, err
+		return err
 	}
-	f.Head, f.Body = buf[:headN:headN], buf[headN:]
-	return f, nil
+	return nil
 }
 
 // AppendFrame appends f's encoding to b. It fails, writing nothing, when a
