@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -128,5 +129,77 @@ func TestPostgresGoneUnderIdleConnections(t *testing.T) {
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM kept WHERE x IN (2, 4)`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("rows of transactions that failed: %d (%v), want 0", n, err)
+	}
+}
+
+// A COMMIT that PostgreSQL received but could not confirm (it waits for
+// a synchronous standby that never comes, and the server stops): the
+// change is kept, so the error must not say that nothing was changed; it
+// says to check before retrying.
+func TestPostgresGoneDuringCommitSaysItMayBeKept(t *testing.T) {
+	s, err := sqltest.Start(os.TempDir()) // a server of its own: this test stops it
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	url := s.Fresh(t)
+	ctx := context.Background()
+	db, err := openPostgres(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{`CREATE TABLE kept (x INTEGER)`,
+		`ALTER SYSTEM SET synchronous_standby_names = 'nobody'`, `SELECT pg_reload_conf()`} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		tx, err := db.BeginTx(ctx, nil)
+		if err == nil {
+			if _, err = tx.ExecContext(ctx, `INSERT INTO kept VALUES (1)`); err == nil {
+				err = tx.Commit()
+			} else {
+				tx.Rollback() //nolint:errcheck // the error says
+			}
+		}
+		done <- err
+	}()
+	// Wait until the COMMIT is at the server, waiting for the standby.
+	for waiting := 0; waiting == 0; {
+		select {
+		case err := <-done:
+			t.Fatalf("the commit returned before it waited for the standby: %v", err)
+		default:
+		}
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // a poll, not a deadline
+	}
+	s.Down()
+	err = <-done
+	if err == nil {
+		t.Fatal("the commit succeeded with the server stopped under it")
+	}
+	msg := err.Error()
+	t.Logf("the commit: %s", msg)
+	if errs.CodeOf(err) != errs.Unavailable || !strings.Contains(msg, "PostgreSQL database") ||
+		!strings.Contains(msg, "may or may not have been kept; check before retrying") || strings.Contains(msg, "nothing was changed") {
+		t.Errorf("a commit the server received, then the connection lost (code %q): %s", errs.CodeOf(err), msg)
+	}
+	if err := s.Up(); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER SYSTEM RESET synchronous_standby_names`, `SELECT pg_reload_conf()`} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM kept`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows of the commit in doubt (%v): the test expects PostgreSQL kept it", n, err)
 	}
 }
