@@ -49,8 +49,9 @@ const pgIdleConns = 8
 
 // openPostgres opens a PostgreSQL database through pgx's database/sql
 // driver, wrapped so that the stores' SQL runs unchanged (sqlschema). Its
-// errors never repeat the URL, which may hold a password.
-func openPostgres(ctx context.Context, u string) (*sql.DB, error) {
+// errors never repeat the URL, which may hold a password. opts tune pgx's
+// connector (a test turns its reuse ping off).
+func openPostgres(ctx context.Context, u string, opts ...stdlib.OptionOpenDB) (*sql.DB, error) {
 	if !isPostgresURL(u) {
 		return nil, errs.New(errs.Invalid, "--database takes a postgres:// URL (e.g. postgres://warren@db.example/warren); "+
 			"leave it out to keep the state in <data-dir>/warren.db")
@@ -60,7 +61,7 @@ func openPostgres(ctx context.Context, u string) (*sql.DB, error) {
 		return nil, errs.Wrap(errs.Invalid, err, "--database: not a PostgreSQL URL warren can use: "+redactedError(err, u))
 	}
 	where := fmt.Sprintf("PostgreSQL database %q on %s", cfg.Database, cfg.Host)
-	db := sql.OpenDB(sqlschema.PostgresConnector(unreachable{stdlib.GetConnector(*cfg), where, u}))
+	db := sql.OpenDB(sqlschema.PostgresConnector(unreachable{stdlib.GetConnector(*cfg, opts...), where, u}))
 	db.SetMaxIdleConns(pgIdleConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
@@ -90,8 +91,9 @@ func sameDatabase(c *cli.Context) string {
 
 // unreachable turns a failure to connect (the server down, restarting,
 // out of connections) into one coded error (unavailable) that names the
-// database and says that nothing was done: a statement on a connection
-// that broke is retried by database/sql on a new one, which lands here.
+// database and says that nothing was done; the connections it makes do
+// the same when they break under a call (lostConn), or say that the call
+// may have been kept where that cannot be known.
 type unreachable struct {
 	driver.Connector
 	where, url string
@@ -103,5 +105,5 @@ func (c unreachable) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, errs.Wrap(errs.Unavailable, err, fmt.Sprintf("cannot reach the %s (%s): nothing was changed; retry once it is back",
 			c.where, redactedError(err, c.url)))
 	}
-	return conn, nil
+	return &lostConn{Conn: conn, c: c}, nil
 }
