@@ -45,6 +45,10 @@ type NetworkConfig struct {
 	// AllowHost lets sessions use the host's network. Off for remote
 	// users unless the operator turns it on.
 	AllowHost bool
+	// Unavailable, when set, says why modes host (when not allowed) and
+	// allowlist (without a proxy) cannot be had, in place of the local
+	// server's advice: runners elsewhere (pods) take other settings.
+	Unavailable map[NetworkMode]string
 	// Log stores proxy decisions for NetworkLog; nil keeps only the
 	// proxy's in-memory log.
 	Log *NetLog
@@ -67,12 +71,18 @@ func (m *Manager) normalizeNetwork(n Network) (Network, []netproxy.Rule, error) 
 		}
 		return Network{Mode: NetNone}, nil, nil
 	case NetHost:
+		if why := m.cfg.Network.Unavailable[NetHost]; why != "" && !m.cfg.Network.AllowHost {
+			return n, nil, invalidf("%s", why)
+		}
 		if !m.cfg.Network.AllowHost {
 			return n, nil, invalidf("network mode host (the server's whole network) is not allowed on this server; " +
 				"use mode allowlist with the hosts you need, or ask its operator to start it with --allow-host-network")
 		}
 		return Network{Mode: NetHost}, nil, nil
 	case NetAllowlist:
+		if why := m.cfg.Network.Unavailable[NetAllowlist]; why != "" && m.cfg.Network.Proxy == nil {
+			return n, nil, invalidf("%s", why)
+		}
 		if m.cfg.Network.Proxy == nil {
 			return n, nil, invalidf("network mode allowlist is not available on this server (no egress proxy)")
 		}

@@ -171,9 +171,18 @@ func TestKubernetesSessionLife(t *testing.T) {
 		t.Fatalf("binding a directory: %v", err)
 	}
 	// Nor can a pod be given a network it would not have.
-	for _, n := range []sessions.Network{{Mode: sessions.NetAllowlist, Allow: []string{"github.com"}}, {Mode: sessions.NetHost}} {
-		if _, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src, Network: &n}); errs.CodeOf(err) != errs.Invalid {
-			t.Fatalf("a session with network %s: %v", n.Mode, err)
+	// The error says what applies to sessions in pods, never a flag that
+	// does nothing with --runner kubernetes.
+	for _, c := range []struct {
+		n    sessions.Network
+		want string
+	}{
+		{sessions.Network{Mode: sessions.NetAllowlist, Allow: []string{"github.com"}}, "--kube-proxy-listen"},
+		{sessions.Network{Mode: sessions.NetHost}, "Kubernetes"},
+	} {
+		_, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src, Network: &c.n})
+		if errs.CodeOf(err) != errs.Invalid || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "--allow-host-network") {
+			t.Fatalf("a session with network %s: %v (want an error naming %s)", c.n.Mode, err, c.want)
 		}
 	}
 	s, err := srv.m.Create(ctxFor(t), "alice", sessions.CreateOptions{Source: src})

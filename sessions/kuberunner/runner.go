@@ -54,6 +54,12 @@ func Configure(cfg *sessions.Config, sbs *kube.Sandboxes) {
 	if sbs.Egress() == "" {
 		cfg.Network.Proxy = nil
 	}
+	cfg.Network.Unavailable = map[sessions.NetworkMode]string{
+		sessions.NetHost: "network mode host is not available for sessions in Kubernetes pods (a pod's network is its " +
+			"NetworkPolicy's): use mode allowlist with the hosts you need",
+		sessions.NetAllowlist: "network mode allowlist needs warren's egress proxy served to the pods: ask the operator to " +
+			"start warren with --kube-proxy-listen and --kube-proxy-addr (see docs/kubernetes.md)",
+	}
 }
 
 // New returns the NewRunner of sessions whose sandboxes sbs makes. A
