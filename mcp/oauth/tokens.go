@@ -74,20 +74,31 @@ func (s *Server) stillAllowed(user string) bool {
 	return s.upstream == nil || s.upstream.allowed(user)
 }
 
-// token is the token endpoint.
-func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+// postingClient is the prelude of the endpoints a client POSTs a form
+// to (token, revocation): the method, the bounded form and the client's
+// authentication. On failure it has answered, and reports false.
+func (s *Server) postingClient(w http.ResponseWriter, r *http.Request) (*Client, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		oauthError(w, http.StatusMethodNotAllowed, "invalid_request", "use POST")
-		return
+		return nil, false
 	}
 	if err := parseForm(w, r); err != nil {
 		oauthError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		return
+		return nil, false
 	}
 	c, err := s.authClient(r)
 	if err != nil {
 		s.clientError(w, err)
+		return nil, false
+	}
+	return c, true
+}
+
+// token is the token endpoint.
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.postingClient(w, r)
+	if !ok {
 		return
 	}
 	switch gt := r.PostForm.Get("grant_type"); gt {
@@ -304,23 +315,13 @@ func (s *Server) revokeFamily(ctx context.Context, family string) error {
 // whole authorization, an access token itself. Unknown tokens, and tokens
 // of other clients, are answered 200 and left alone, as the RFC says.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		oauthError(w, http.StatusMethodNotAllowed, "invalid_request", "use POST")
-		return
-	}
-	if err := parseForm(w, r); err != nil {
-		oauthError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		return
-	}
-	c, err := s.authClient(r)
-	if err != nil {
-		s.clientError(w, err)
+	c, ok := s.postingClient(w, r)
+	if !ok {
 		return
 	}
 	tok := r.PostForm.Get("token")
 	var kind, family, clientID string
-	err = s.db.QueryRowContext(r.Context(), `SELECT kind, family, client_id FROM oauth_tokens WHERE hash = ?`, hashOf(tok)).Scan(&kind, &family, &clientID)
+	err := s.db.QueryRowContext(r.Context(), `SELECT kind, family, client_id FROM oauth_tokens WHERE hash = ?`, hashOf(tok)).Scan(&kind, &family, &clientID)
 	switch {
 	case errors.Is(err, sql.ErrNoRows) || (err == nil && clientID != c.ID):
 	case err != nil:
