@@ -133,7 +133,7 @@ func startJail(spec jailSpec) (*jail, error) {
 		if err := rn.openShellPipes(&fds); err != nil {
 			rn.close()
 			rn.bin.Close()
-			rn.jail.Close()
+			rn.closeJail()
 			eg.close()
 			for _, f := range eg.child {
 				f.Close()

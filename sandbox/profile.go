@@ -182,8 +182,9 @@ type JailFDs struct {
 	Seccomp int
 	// Runner is a read-only descriptor of the runner's binary, which the
 	// jail executes (/proc/self/fd/N): the jail's uid needs no access to
-	// its host path, and nothing is mounted. Conn is the jail's end of the
-	// runner's socket pair. Below 3, the jail runs no runner.
+	// its host path, and nothing is mounted. Conn is the first of the
+	// runner's two connection descriptors: the pipe it reads requests from,
+	// then (Conn+1) the pipe it writes to. Below 3, the jail runs no runner.
 	Runner, Conn int
 	// ProxyCtl (the jail's end of the proxy socket) serves Profile.Egress:
 	// the runner forwards the jail's connections on it.

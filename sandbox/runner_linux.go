@@ -15,8 +15,11 @@ import (
 // runnerFiles are the descriptors of one jail start for its runner.
 type runnerFiles struct {
 	bin  *os.File // the runner's binary, read-only: the jail executes it
-	jail *os.File // the jail's end of the socket pair
-	host *os.File // the server's end
+	// The connection is two pipes, one a direction (see openRunner): the
+	// jail's ends (the runner reads the first, writes the second) and the
+	// server's.
+	jail [2]*os.File
+	host *pipeConn
 	id   fileID   // the binary's identity, to tell the runner's process from others
 	// The shell's pipes (proto.OpShellAttach): the jail's ends (stdin's
 	// read end, the status, stdout and stderr write ends), and the
@@ -28,8 +31,9 @@ type runnerFiles struct {
 // fileID identifies a file by device and inode.
 type fileID struct{ dev, ino uint64 }
 
-// openRunner opens the runner's binary and a socket pair for its
-// connection, numbering them from next on in fds.
+// openRunner opens the runner's binary and the two pipes of its
+// connection, numbering them from next on in fds (the binary, then the
+// pipe the runner reads, then the one it writes).
 func openRunner(path string, next int, fds *JailFDs) (*runnerFiles, error) {
 	fds.Runner, fds.Conn = -1, -1
 	// The server opens the binary where the jail's uid could not even look
@@ -43,17 +47,57 @@ func openRunner(path string, next int, fds *JailFDs) (*runnerFiles, error) {
 		bin.Close()
 		return nil, fmt.Errorf("start jail: the runner %s: %w", path, err)
 	}
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
+	// Two pipes rather than a socket pair: a socket wakes its writer's
+	// poller each time the peer reads (EPOLLOUT), a spurious wake-up of the
+	// other process per message, and a pipe wakes a writer only when it was
+	// full. The writing ends stay blocking, out of Go's poller.
+	var toRunner, fromRunner [2]int
+	if err := unix.Pipe2(toRunner[:], unix.O_CLOEXEC); err != nil {
 		bin.Close()
-		return nil, fmt.Errorf("start jail: the runner's socket pair: %w", err)
+		return nil, fmt.Errorf("start jail: the runner's pipes: %w", err)
+	}
+	if err := unix.Pipe2(fromRunner[:], unix.O_CLOEXEC); err != nil {
+		unix.Close(toRunner[0])
+		unix.Close(toRunner[1])
+		bin.Close()
+		return nil, fmt.Errorf("start jail: the runner's pipes: %w", err)
 	}
 	fds.Runner, fds.Conn = next, next+1
-	// The server's end is non-blocking: its reads wait in Go's poller, not
-	// in a thread parked in read(2) (a round trip costs half as much).
-	_ = unix.SetNonblock(sp[0], true)
-	return &runnerFiles{bin: bin, host: os.NewFile(uintptr(sp[0]), "runner"), jail: os.NewFile(uintptr(sp[1]), "runner-jail"),
-		id: fileID{uint64(st.Dev), st.Ino}}, nil
+	// The server's reading end is non-blocking: its reads wait in Go's
+	// poller, not in a thread parked in read(2) (a round trip costs half
+	// as much).
+	_ = unix.SetNonblock(fromRunner[0], true)
+	return &runnerFiles{bin: bin,
+		host: &pipeConn{r: os.NewFile(uintptr(fromRunner[0]), "runner-out"), w: os.NewFile(uintptr(toRunner[1]), "runner-in")},
+		jail: [2]*os.File{os.NewFile(uintptr(toRunner[0]), "runner-jail-in"), os.NewFile(uintptr(fromRunner[1]), "runner-jail-out")},
+		id:   fileID{uint64(st.Dev), st.Ino}}, nil
+}
+
+// pipeConn is the server's side of a runner's connection: the pipe it
+// reads and the pipe it writes.
+type pipeConn struct{ r, w *os.File }
+
+func (c *pipeConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *pipeConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+// Close closes both pipes: the runner reads the end of its input, and a
+// read waiting here returns.
+func (c *pipeConn) Close() error {
+	werr := c.w.Close()
+	if err := c.r.Close(); err != nil {
+		return err
+	}
+	return werr
+}
+
+// closeJail closes the jail's ends of the connection (the jail has them,
+// or its start failed).
+func (f *runnerFiles) closeJail() {
+	for _, p := range f.jail {
+		if p != nil {
+			p.Close()
+		}
+	}
 }
 
 // openShellPipes makes the shell's pipes (proto.OpShellAttach), numbered
@@ -74,12 +118,12 @@ func (f *runnerFiles) openShellPipes(fds *JailFDs) error {
 	}
 	f.shellJail = []*os.File{pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]}
 	f.shellHost = runner.DriverPipes{Stdin: pipes[0][1], Status: pipes[1][0], Stdout: pipes[2][0], Stderr: pipes[3][0]}
-	fds.Shell = fds.Conn + 1
+	fds.Shell = fds.Conn + 2
 	return nil
 }
 
 // child returns the descriptors the jail inherits, in fds order.
-func (f *runnerFiles) child() []*os.File { return append([]*os.File{f.bin, f.jail}, f.shellJail...) }
+func (f *runnerFiles) child() []*os.File { return append([]*os.File{f.bin, f.jail[0], f.jail[1]}, f.shellJail...) }
 
 // connect hands the server's end to a client; the caller owns it.
 func (f *runnerFiles) connect() *client.Conn {
@@ -128,8 +172,8 @@ func runnerCommand(p Profile, fds JailFDs, command []string) []string {
 	if fds.Runner < 3 || fds.Conn < 3 || len(command) == 0 {
 		return command
 	}
-	own := []int{fds.Runner, fds.Conn}
-	args := " --conn " + strconv.Itoa(fds.Conn)
+	own := []int{fds.Runner, fds.Conn, fds.Conn + 1}
+	args := " --conn " + strconv.Itoa(fds.Conn) + "," + strconv.Itoa(fds.Conn+1)
 	if fds.Shell >= 3 {
 		own = append(own, fds.Shell, fds.Shell+1, fds.Shell+2, fds.Shell+3)
 		args += " --shell-fds " + strconv.Itoa(fds.Shell) + "," + strconv.Itoa(fds.Shell+1) + "," +

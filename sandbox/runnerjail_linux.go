@@ -199,7 +199,7 @@ func (j *RunnerJail) start(ctx context.Context) (*runnerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	files = append(files, rn.bin, rn.jail)
+	files = append(files, rn.bin, rn.jail[0], rn.jail[1])
 	extra = append(extra, rn.child()...)
 	cmd := exec.Command(j.bwrap, runnerJailArgs(fds, dynamic(rn.bin))...)
 	cmd.Env = []string{}
@@ -252,7 +252,7 @@ func runnerJailArgs(fds JailFDs, withUsr bool) []string {
 	if fds.Seccomp >= 0 {
 		a = append(a, "--seccomp", strconv.Itoa(fds.Seccomp))
 	}
-	return append(a, "--", "/proc/self/fd/"+strconv.Itoa(fds.Runner), "--conn", strconv.Itoa(fds.Conn))
+	return append(a, "--", "/proc/self/fd/"+strconv.Itoa(fds.Runner), "--conn", strconv.Itoa(fds.Conn)+","+strconv.Itoa(fds.Conn+1))
 }
 
 // dynamic reports whether the ELF binary f names a program interpreter

@@ -1,6 +1,6 @@
 // Command warren-runner is the program warren starts inside every jail
 // (docs/runner-protocol.md). It serves the server's requests on the
-// jail's end of a socket pair and, in a jail with a network allowlist,
+// jail's ends of two pipes and, in a jail with a network allowlist,
 // forwards the jail's connections to warren's proxy.
 //
 // It is not run by hand: warren finds it beside its own binary (or through
@@ -22,7 +22,7 @@ import (
 	"github.com/warrenhq/warren/sandbox/runner"
 )
 
-const usage = "usage: warren-runner --conn FD [--shell-fds IN,STATUS,OUT,ERR] [--netfwd ADDR FD]   (started by warren inside a jail)\n" +
+const usage = "usage: warren-runner --conn IN,OUT [--shell-fds IN,STATUS,OUT,ERR] [--netfwd ADDR FD]   (started by warren inside a jail)\n" +
 	"       warren-runner --listen ADDR --tls-cert FILE --tls-key FILE --tls-client-ca FILE\n" +
 	"                     [--egress-listen 127.0.0.1:PORT --egress-proxy HOST:PORT]   (a runner reached over the network, in a pod)"
 
@@ -35,7 +35,7 @@ func main() {
 }
 
 func run(args []string) int {
-	conn, fwdFD := -1, -1
+	conn, connOut, fwdFD := -1, -1, -1
 	fwdAddr, listen := "", ""
 	var egress [2]string // listen, proxy
 	var tlsFiles runner.TLSFiles
@@ -60,7 +60,8 @@ func run(args []string) int {
 		case args[0] == "--egress-proxy" && len(args) >= 2:
 			egress[1], args = args[1], args[2:]
 		case args[0] == "--conn" && len(args) >= 2:
-			conn = fd(args[1])
+			in, out, _ := strings.Cut(args[1], ",")
+			conn, connOut = fd(in), fd(out)
 			args = args[2:]
 		case args[0] == "--netfwd" && len(args) >= 3:
 			fwdAddr, fwdFD = args[1], fd(args[2])
@@ -80,7 +81,7 @@ func run(args []string) int {
 	if listen != "" {
 		return serveNetwork(listen, tlsFiles, egress)
 	}
-	if conn < 0 || (fwdAddr != "" && fwdFD < 0) {
+	if conn < 0 || connOut < 0 || (fwdAddr != "" && fwdFD < 0) {
 		fmt.Fprintln(os.Stderr, usage)
 		return 2
 	}
@@ -112,7 +113,7 @@ func run(args []string) int {
 		null.Close()
 	}
 	srv := runner.NewServer(runner.Ops())
-	err := srv.ServeFD(conn)
+	err := srv.ServeFDs(conn, connOut)
 	// The shell's status is the runner's, and so the jail's: the server
 	// learns how an attached shell ended when it reaps the jail.
 	if code, ok := srv.ShellExit(); ok {
@@ -151,7 +152,7 @@ func fd(s string) int {
 
 // serveNetwork serves the protocol on a TCP address with mutual TLS: the
 // runner of a session whose jail is a pod, reached by the server over the
-// network instead of a socket pair.
+// network instead of two pipes.
 //
 // With egress set (the loopback address to listen on, warren's proxy), it
 // also forwards the pod's connections to warren's proxy over TLS with its

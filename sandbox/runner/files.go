@@ -65,6 +65,9 @@ func (w *workspace) read(c *Call) (any, error) {
 	if a.Exact {
 		return w.readExact(a, c.Out), nil
 	}
+	if res, ok := w.readFast(a.Path, a.Limit, c.Out); ok {
+		return res, nil
+	}
 	root, err := w.open()
 	if err != nil {
 		return nil, err
@@ -109,16 +112,32 @@ func (w *workspace) readTo(root *os.Root, p resolved, limit int64, out io.Writer
 		f.Size, f.Limit = fi.Size(), limit
 		return 0, f
 	}
-	// At most limit bytes are sent, whatever the file does meanwhile: the
-	// server takes a runner that sends more for a liar. One more byte,
-	// kept here, says whether the file grew past the limit.
-	// A buffer of the file's size, not io.Copy's 32 KiB: most files the
-	// tools read are small, and the runner's memory is paid per session.
-	buf := make([]byte, min(limit, fi.Size(), 256<<10)+1)
-	n, err := io.CopyBuffer(out, io.LimitReader(fh, limit), buf)
+	return w.send(fh, fi.Size(), p, limit, out)
+}
+
+// send copies the regular file r of size bytes (when it was opened) to
+// out. At most limit bytes are sent, whatever the file does meanwhile:
+// the server takes a runner that sends more for a liar. One more byte,
+// kept here, says whether the file grew past the limit.
+func (w *workspace) send(r io.Reader, size int64, p resolved, limit int64, out io.Writer) (int64, *fault) {
+	// Room for the file's size, not io.Copy's 32 KiB: most files the tools
+	// read are small, and the runner's memory is paid per session. A
+	// stream (or a bytes.Buffer) reads the file into its own memory.
+	n0 := int(min(limit, size, 256<<10)) + 1
+	var n int64
+	var err error
+	if g, ok := out.(interface {
+		io.ReaderFrom
+		Grow(int)
+	}); ok {
+		g.Grow(n0)
+		n, err = g.ReadFrom(io.LimitReader(r, limit))
+	} else {
+		n, err = io.CopyBuffer(out, io.LimitReader(r, limit), make([]byte, n0))
+	}
 	if err == nil && n == limit {
 		var one [1]byte
-		if m, _ := fh.Read(one[:]); m > 0 {
+		if m, _ := r.Read(one[:]); m > 0 {
 			n++
 		}
 	}

@@ -85,7 +85,7 @@ func TestFileOpsRaceLinkSwaps(t *testing.T) {
 				ok++
 			}
 		}
-		for _, name := range []string{"t", "tlink", "rlink", "sub/x", "sublink/decoy"} {
+		for _, name := range []string{"t", "tlink", "rlink", "sub/x", "sub/decoy", "sublink/decoy"} {
 			b, res := readVia(t, c, name, 1<<10)
 			if res.Fault == nil {
 				reads++

@@ -81,6 +81,7 @@ type Server struct {
 	ops map[string]Handler
 
 	wmu sync.Mutex // one frame at a time on the wire
+	raw io.Writer  // the connection
 	w   *bufio.Writer
 	buf []byte
 
@@ -117,7 +118,7 @@ func NewServer(ops map[string]Handler) *Server {
 // Serve says hello on conn and serves it until it ends; it returns nil
 // when the server closed it.
 func (s *Server) Serve(conn io.ReadWriter) error {
-	s.w = bufio.NewWriterSize(conn, 64<<10)
+	s.raw, s.w = conn, bufio.NewWriterSize(conn, 64<<10)
 	if c, ok := conn.(io.Closer); ok {
 		s.mu.Lock()
 		s.conn = c
@@ -259,7 +260,7 @@ func (s *Server) run(st *stream, req proto.Request) {
 			reply.Error = &proto.Error{Code: proto.CodeInternal, Message: "result: " + err.Error()}
 		}
 	}
-	head, _ := json.Marshal(reply)
+	head := replyHead(reply)
 	if len(head) > proto.MaxHead {
 		head, _ = json.Marshal(proto.Reply{Error: &proto.Error{Code: proto.CodeInternal, Message: "the result is over the protocol's limit"}})
 	}
@@ -267,6 +268,20 @@ func (s *Server) run(st *stream, req proto.Request) {
 		tail = nil
 	}
 	_ = s.send(proto.Frame{Kind: proto.End, Stream: st.id, Head: head, Body: tail})
+}
+
+// replyHead encodes reply. A result, encoded by json.Marshal already, is
+// put in as it is rather than checked and copied again as json.Marshal
+// does a RawMessage; the bytes are the same.
+func replyHead(reply proto.Reply) []byte {
+	if reply.Error != nil || len(reply.Result) == 0 {
+		head, _ := json.Marshal(reply)
+		return head
+	}
+	head := make([]byte, 0, len(`{"result":}`)+len(reply.Result))
+	head = append(head, `{"result":`...)
+	head = append(head, reply.Result...)
+	return append(head, '}')
 }
 
 // send writes one frame and flushes it.
@@ -281,6 +296,12 @@ func (s *Server) write(f proto.Frame, flush bool) error {
 	var err error
 	s.buf, err = proto.AppendFrame(s.buf[:0], f)
 	if err != nil {
+		return err
+	}
+	if flush && s.w.Buffered() == 0 {
+		// Nothing gathered before it: one write, without copying the
+		// frame into the buffer first.
+		_, err = s.raw.Write(s.buf)
 		return err
 	}
 	if _, err := s.w.Write(s.buf); err != nil {
@@ -336,8 +357,8 @@ func (s *Server) endShell() {
 	}
 }
 
-// ServeFD serves the connection on descriptor fd (the jail's end of the
-// server's socket pair).
+// ServeFD serves the connection on descriptor fd, a socket (the tests of
+// the protocol in one process; a jail's runner has two pipes, ServeFDs).
 func (s *Server) ServeFD(fd int) error {
 	// Non-blocking, so that reads wait in Go's poller instead of a thread
 	// parked in read(2), whose wake-up hands the goroutine between threads
@@ -349,4 +370,33 @@ func (s *Server) ServeFD(fd int) error {
 	}
 	defer f.Close()
 	return s.Serve(f)
+}
+
+// ServeFDs serves the connection on two pipes (a jail's runner): it reads
+// requests from in and writes frames to out. Only in waits in Go's
+// poller; out stays blocking, so that the server's reads never wake this
+// process (see sandbox's openRunner).
+func (s *Server) ServeFDs(in, out int) error {
+	_ = syscall.SetNonblock(in, true)
+	_ = syscall.SetNonblock(out, false)
+	r, w := os.NewFile(uintptr(in), "runner-in"), os.NewFile(uintptr(out), "runner-out")
+	if r == nil || w == nil {
+		return errors.New("runner: no connection on descriptors")
+	}
+	c := &pipes{r, w}
+	defer c.Close()
+	return s.Serve(c)
+}
+
+// pipes is a connection of two pipes.
+type pipes struct{ r, w *os.File }
+
+func (c *pipes) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *pipes) Write(p []byte) (int, error) { return c.w.Write(p) }
+func (c *pipes) Close() error {
+	werr := c.w.Close()
+	if err := c.r.Close(); err != nil {
+		return err
+	}
+	return werr
 }

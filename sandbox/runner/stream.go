@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/warrenhq/warren/sandbox/runner/proto"
@@ -77,6 +78,35 @@ func (st *stream) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Grow makes room for n more bytes of output, so that ReadFrom reads a
+// file of known size in one piece.
+func (st *stream) Grow(n int) { st.out = slices.Grow(st.out, n) }
+
+// ReadFrom reads r into the gathered output directly (io.Copy uses it):
+// a file the runner sends is copied once, not through a buffer first.
+func (st *stream) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	for {
+		if cap(st.out)-len(st.out) < 512 {
+			st.out = slices.Grow(st.out, max(4<<10, len(st.out)))
+		}
+		m, err := r.Read(st.out[len(st.out):cap(st.out)])
+		st.out = st.out[:len(st.out)+m]
+		n += int64(m)
+		for len(st.out) >= 64<<10 {
+			if err := st.sendOut(min(len(st.out), proto.MaxBody), true); err != nil {
+				return n, err
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // flushOut sends what Write gathered now (Call.Flush: output someone

@@ -32,7 +32,6 @@ type Conn struct {
 	rwc io.ReadWriteCloser
 
 	wmu sync.Mutex
-	w   *bufio.Writer
 	buf []byte
 
 	hello   chan struct{} // closed once the hello came (or the connection ended)
@@ -47,7 +46,7 @@ type Conn struct {
 
 // New starts reading rwc; the runner's hello is awaited by the first call.
 func New(rwc io.ReadWriteCloser) *Conn {
-	c := &Conn{rwc: rwc, w: bufio.NewWriterSize(rwc, 64<<10), hello: make(chan struct{}),
+	c := &Conn{rwc: rwc, hello: make(chan struct{}),
 		next: 1, streams: map[uint32]*Stream{}, done: make(chan struct{})}
 	go c.readLoop()
 	return c
@@ -196,10 +195,10 @@ func (c *Conn) send(f proto.Frame) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.w.Write(c.buf); err != nil {
-		return err
-	}
-	return c.w.Flush()
+	// One write of the whole frame: a buffered writer would only copy it
+	// once more before the same write.
+	_, err = c.rwc.Write(c.buf)
+	return err
 }
 
 // Open starts op with args (marshalled to JSON) and in as its whole input.
@@ -208,11 +207,7 @@ func (c *Conn) Open(ctx context.Context, op string, args any, in []byte) (*Strea
 	if _, err := c.Hello(ctx); err != nil {
 		return nil, err
 	}
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return nil, err
-	}
-	head, err := json.Marshal(proto.Request{Op: op, Args: raw})
+	head, err := requestHead(op, args)
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +267,36 @@ func (c *Conn) Call(ctx context.Context, op string, args any, in []byte, result 
 		return err
 	}
 	return st.Result(result)
+}
+
+// requestHead encodes a Request for op with args. An op of plain letters,
+// digits, dots and underscores (every op warren has) needs no escaping, so
+// the arguments are encoded once, into the head, instead of once and then
+// checked and copied again as a RawMessage.
+func requestHead(op string, args any) ([]byte, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	if !plainOp(op) {
+		return json.Marshal(proto.Request{Op: op, Args: raw})
+	}
+	head := make([]byte, 0, len(`{"op":"","args":}`)+len(op)+len(raw))
+	head = append(head, `{"op":"`...)
+	head = append(head, op...)
+	head = append(head, `","args":`...)
+	head = append(head, raw...)
+	return append(head, '}'), nil
+}
+
+func plainOp(op string) bool {
+	for i := 0; i < len(op); i++ {
+		c := op[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return op != ""
 }
 
 func isClosed(ch chan struct{}) bool {

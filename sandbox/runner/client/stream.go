@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -178,8 +177,7 @@ func (st *Stream) Result(v any) error {
 	if len(rep.Result) == 0 {
 		return errs.New(errs.Internal, "the runner sent no result")
 	}
-	d := json.NewDecoder(bytes.NewReader(rep.Result))
-	if err := d.Decode(v); err != nil {
+	if err := json.Unmarshal(rep.Result, v); err != nil {
 		return errs.New(errs.Internal, "the runner sent a result that does not fit: "+proto.Cut(err.Error(), 200))
 	}
 	return nil
