@@ -14,13 +14,13 @@ import (
 
 // runnerFiles are the descriptors of one jail start for its runner.
 type runnerFiles struct {
-	bin  *os.File // the runner's binary, read-only: the jail executes it
+	bin *os.File // the runner's binary, read-only: the jail executes it
 	// The connection is two pipes, one a direction (see openRunner): the
 	// jail's ends (the runner reads the first, writes the second) and the
 	// server's.
 	jail [2]*os.File
 	host *pipeConn
-	id   fileID   // the binary's identity, to tell the runner's process from others
+	id   fileID // the binary's identity, to tell the runner's process from others
 	// The shell's pipes (proto.OpShellAttach): the jail's ends (stdin's
 	// read end, the status, stdout and stderr write ends), and the
 	// server's, which a command's bytes go through.
@@ -123,7 +123,9 @@ func (f *runnerFiles) openShellPipes(fds *JailFDs) error {
 }
 
 // child returns the descriptors the jail inherits, in fds order.
-func (f *runnerFiles) child() []*os.File { return append([]*os.File{f.bin, f.jail[0], f.jail[1]}, f.shellJail...) }
+func (f *runnerFiles) child() []*os.File {
+	return append([]*os.File{f.bin, f.jail[0], f.jail[1]}, f.shellJail...)
+}
 
 // connect hands the server's end to a client; the caller owns it.
 func (f *runnerFiles) connect() *client.Conn {
