@@ -64,6 +64,17 @@ bench-mcp: test-deps
     go test -run '^$' -bench 'AgainstFloors|ObsOverhead|ConcurrentShellExec|TracedCall' -benchtime 2000x ./cmd/warren/
     go test -run '^$' -bench 'IdleRSS|Sessions200|Soak|UsageLossOnKill' -benchtime 1x ./cmd/warren/
 
+# Compare this tree with another revision (default: the last commit) in one run: the floor, this warren and the other take turns call by call, so the two ratios (TOOL/floor, TOOL/floor-other) differ by what the versions do, not by the machine's load.
+bench-against rev="HEAD": test-deps
+    #!/usr/bin/env bash
+    set -euo pipefail
+    dir=$(mktemp -d)
+    trap 'git worktree remove --force "$dir/src" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+    git worktree add --detach "$dir/src" "{{rev}}" >/dev/null
+    (cd "$dir/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir/bin/warren" ./cmd/warren && \
+        CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir/bin/warren-runner" ./cmd/warren-runner)
+    WARREN_BENCH_OTHER="$dir/bin/warren" go test -run '^$' -bench StdioAgainstFloors -benchtime 2000x ./cmd/warren/ | grep -v '^ *e2e_helpers_test'
+
 # 200 sessions each running a command at once: shell_exec p50/p95, server RSS, memory per idle jail.
 bench-sessions: test-deps
     go test -run '^$' -bench Sessions200 -benchtime 1x ./cmd/warren/

@@ -84,12 +84,15 @@ var progressMarker = []byte(`"method":"notifications/progress"`)
 // notifications once they are written. mcp-go writes each message with a
 // single Write call.
 type countingWriter struct {
-	w io.Writer
-	n *notifier
+	mu sync.Mutex // one message at a time: mcp-go's writes, and stdioCalls'
+	w  io.Writer
+	n  *notifier
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
 	k, err := c.w.Write(p)
+	c.mu.Unlock()
 	if bytes.Contains(p, progressMarker) {
 		c.n.mu.Lock()
 		c.n.written++

@@ -124,8 +124,8 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, us
 	s.deps.notes.track = true
 	std := server.NewStdioServer(s.mcp)
 	std.SetErrorLogger(log.New(logWriter{s.deps.log}, "", 0))
-	std.SetContextFunc(func(ctx context.Context) context.Context { return WithUser(ctx, user) })
-	return std.Listen(ctx, newStdioCompat(in), &countingWriter{w: out, n: s.deps.notes})
+	w := &countingWriter{w: out, n: s.deps.notes}
+	return listenStdio(ctx, std, s.mcp, in, w, func(ctx context.Context) context.Context { return WithUser(ctx, user) })
 }
 
 // Close interrupts running commands. The caller closes the session manager.

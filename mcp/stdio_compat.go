@@ -22,7 +22,8 @@ import (
 // setLevel are parsed.
 type stdioCompat struct {
 	r       *bufio.Reader
-	pending []byte // the rest of the current line
+	pending []byte      // the rest of the current line
+	calls   *stdioCalls // serves tool calls beside mcp-go (stdio_direct.go); nil: none
 }
 
 func newStdioCompat(in io.Reader) *stdioCompat {
@@ -30,8 +31,14 @@ func newStdioCompat(in io.Reader) *stdioCompat {
 }
 
 func (c *stdioCompat) Read(p []byte) (int, error) {
-	if len(c.pending) == 0 {
+	for len(c.pending) == 0 {
 		line, err := c.r.ReadSlice('\n')
+		if err == nil && c.calls != nil && c.calls.take(line) {
+			continue // a tool call, served beside mcp-go
+		}
+		if err != nil && err != bufio.ErrBufferFull && len(line) == 0 && c.calls != nil {
+			c.calls.end() // the input ended: as mcp-go's, the calls in flight end
+		}
 		switch {
 		case err == bufio.ErrBufferFull:
 			// A long line (write_file's contents): it passes as it is,

@@ -35,7 +35,10 @@ func targets() map[string]*target {
 		// a bare mcp-go tool returning the same payload (plus, for
 		// shell_exec, a persistent jailed /bin/sh answering over a pipe).
 		"shell_exec/floor": {max: 1.25, why: "shell_exec echo hi vs bare MCP tool + raw jailed sh"},
-		"read_file/floor":  {max: 1.25, why: "read_file 4 KB vs bare MCP tool with the same payload"},
+		// read_file's target is the runner's issue's: the file is read by the
+		// jail's runner, a round trip to another process the floor has not
+		// (docs/performance.md, "Where a read_file goes").
+		"read_file/floor":  {max: 1.30, why: "read_file 4 KB (through the jail's runner) vs bare MCP tool with the same payload"},
 		"write_file/floor": {max: 1.5, why: "write_file 4 KB vs bare MCP tool writing the same 4 KB atomically"},
 		// sandbox: the Shell's protocol against the raw jailed sh. An
 		// external command pays, besides the protocol's fixed cost, the

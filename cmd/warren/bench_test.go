@@ -182,22 +182,38 @@ func BenchmarkStdioAgainstFloors(b *testing.B) {
 	floorCmd := exec.Command(os.Args[0])
 	floorCmd.Env = append(os.Environ(), "WARREN_BENCH_FLOOR="+string(spec), "WARREN_BENCH_WS="+jailDir(b))
 	floor := connect(b, &sdk.CommandTransport{Command: floorCmd})
+	other := otherWarren(b)
 	names := []string{"shell_exec", "read_file", "write_file"}
 	if only := os.Getenv("WARREN_BENCH_TOOLS"); only != "" { // e.g. shell_exec, to profile one tool
 		names = strings.Split(only, ",")
 	}
+	servers := []*client{floor, warren}
+	if other != nil {
+		servers = append(servers, other)
+	}
 	for range 20 { // warm up: start the jails, fill caches
 		for _, n := range names {
-			mustCall(b, floor, n, calls[n])
-			mustCall(b, warren, n, calls[n])
+			for _, c := range servers {
+				mustCall(b, c, n, calls[n])
+			}
 		}
 	}
-	got, floors := map[string]timed{}, map[string]timed{}
+	got, floors, others := map[string]timed{}, map[string]timed{}, map[string]timed{}
 	b.ResetTimer()
-	for range b.N {
+	for i := range b.N {
 		for _, n := range names {
 			floors[n] = append(floors[n], mustCall(b, floor, n, calls[n]))
-			got[n] = append(got[n], mustCall(b, warren, n, calls[n]))
+			if other == nil {
+				got[n] = append(got[n], mustCall(b, warren, n, calls[n]))
+				continue
+			}
+			// The two versions take turns at going first after the floor.
+			first, second, firstT, secondT := warren, other, got, others
+			if i%2 == 1 {
+				first, second, firstT, secondT = other, warren, others, got
+			}
+			firstT[n] = append(firstT[n], mustCall(b, first, n, calls[n]))
+			secondT[n] = append(secondT[n], mustCall(b, second, n, calls[n]))
 		}
 	}
 	b.StopTimer()
@@ -206,7 +222,31 @@ func BenchmarkStdioAgainstFloors(b *testing.B) {
 		b.ReportMetric(us(got[n].p50()), n+"-p50-µs")
 		b.ReportMetric(us(floors[n].p50()), n+"-floor-p50-µs")
 		b.ReportMetric(float64(got[n].p50())/float64(floors[n].p50()), n+"/floor")
+		if other != nil {
+			b.ReportMetric(float64(others[n].p50())/float64(floors[n].p50()), n+"/floor-other")
+		}
 	}
+}
+
+// otherWarren starts the warren binary $WARREN_BENCH_OTHER names (another
+// version, with its own warren-runner beside it), whose calls the benchmark
+// interleaves with this version's and the floor's: two versions compared
+// in one run differ by what they do, not by how busy the machine was
+// (runs minutes apart differ by ±0.05 in a ratio, one run's two versions
+// by less than 0.01). nil without it.
+func otherWarren(b *testing.B) *client {
+	bin := os.Getenv("WARREN_BENCH_OTHER")
+	if bin == "" {
+		return nil
+	}
+	ws := jailDir(b)
+	if err := os.WriteFile(filepath.Join(ws, "4k.txt"), []byte(bench4k), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "stdio", "--workspace", ws, "--data-dir", jailDir(b))
+	cmd.Env = append(os.Environ(), sandbox.RunnerEnv+"="+filepath.Join(filepath.Dir(bin), sandbox.RunnerName))
+	cmd.Stderr = newTestLog(b, "other: ")
+	return connect(b, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second})
 }
 
 // BenchmarkConcurrentShellExec drives 8 clients, each its own user and so
