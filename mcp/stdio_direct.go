@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -33,7 +34,17 @@ type stdioCalls struct {
 	cancel context.CancelFunc
 	slots  chan struct{} // bounds the calls in flight here
 	wg     sync.WaitGroup
+
+	// Calls run on workers that wait for the next one when done (at most
+	// maxIdleCallers of them), as mcp-go's do: a call's goroutine grows
+	// its stack through the middlewares, and a fresh one per call would
+	// copy it as it grows, every time.
+	next    chan []byte  // to a waiting worker (unbuffered)
+	waiting atomic.Int32 // workers waiting on next
 }
+
+// maxIdleCallers bounds the workers that wait for the next tool call.
+const maxIdleCallers = 4
 
 // listenStdio serves srv to one client on in and w, as std (mcp-go's
 // stdio server of srv) does, with its tool calls served beside it. w must
@@ -54,7 +65,7 @@ func listenStdio(ctx context.Context, std *server.StdioServer, srv *server.MCPSe
 const maxDirectCalls = 32
 
 func newStdioCalls(srv *server.MCPServer, out io.Writer) *stdioCalls {
-	return &stdioCalls{srv: srv, out: out, slots: make(chan struct{}, maxDirectCalls)}
+	return &stdioCalls{srv: srv, out: out, slots: make(chan struct{}, maxDirectCalls), next: make(chan []byte)}
 }
 
 // session takes the context mcp-go made for the stdio session (its
@@ -88,13 +99,34 @@ func (c *stdioCalls) take(line []byte) bool {
 		return false
 	}
 	msg := bytes.Clone(line) // the reader's buffer is reused
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer func() { <-c.slots }()
-		c.serve(ctx, msg)
-	}()
+	select {
+	case c.next <- msg:
+	default:
+		c.wg.Add(1)
+		go c.work(ctx, msg)
+	}
 	return true
+}
+
+// work serves msg, then the calls handed to it while at most
+// maxIdleCallers wait, until the session ends.
+func (c *stdioCalls) work(ctx context.Context, msg []byte) {
+	defer c.wg.Done()
+	for {
+		c.serve(ctx, msg)
+		<-c.slots
+		if c.waiting.Add(1) > maxIdleCallers {
+			c.waiting.Add(-1)
+			return
+		}
+		select {
+		case msg = <-c.next:
+			c.waiting.Add(-1)
+		case <-ctx.Done():
+			c.waiting.Add(-1)
+			return
+		}
+	}
 }
 
 func (c *stdioCalls) serve(ctx context.Context, msg []byte) {
