@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/sandbox/runner/proto"
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 )
 
 // BenchmarkRunnerRoundTrip is the jail's runner as read_file and the
@@ -34,23 +35,9 @@ func BenchmarkRunnerRoundTrip(b *testing.B) {
 	}
 	read := func() time.Duration {
 		t0 := time.Now()
-		st, err := c.Open(ctx, proto.OpFileRead, proto.FileReadArgs{Path: "4k.txt", Limit: 10 << 20}, nil)
-		if err != nil {
-			b.Fatal(err)
+		if n, res := runnertest.ReadFile(b, c, "4k.txt", buf); n != 4096 || res.Size != 4096 {
+			b.Fatal(n, res)
 		}
-		n := 0
-		for {
-			k, err := st.Read(buf[n:])
-			n += k
-			if err != nil {
-				break
-			}
-		}
-		var res proto.FileReadResult
-		if err := st.Result(&res); err != nil || res.Size != 4096 || n != 4096 {
-			b.Fatal(err, res, n)
-		}
-		st.Close()
 		return time.Since(t0)
 	}
 	for range 50 {

@@ -19,7 +19,7 @@ type runnerFiles struct {
 	// jail's ends (the runner reads the first, writes the second) and the
 	// server's.
 	jail [2]*os.File
-	host *pipeConn
+	host *runner.Pipes
 	id   fileID // the binary's identity, to tell the runner's process from others
 	// The shell's pipes (proto.OpShellAttach): the jail's ends (stdin's
 	// read end, the status, stdout and stderr write ends), and the
@@ -68,26 +68,9 @@ func openRunner(path string, next int, fds *JailFDs) (*runnerFiles, error) {
 	// as much).
 	_ = unix.SetNonblock(fromRunner[0], true)
 	return &runnerFiles{bin: bin,
-		host: &pipeConn{r: os.NewFile(uintptr(fromRunner[0]), "runner-out"), w: os.NewFile(uintptr(toRunner[1]), "runner-in")},
+		host: &runner.Pipes{R: os.NewFile(uintptr(fromRunner[0]), "runner-out"), W: os.NewFile(uintptr(toRunner[1]), "runner-in")},
 		jail: [2]*os.File{os.NewFile(uintptr(toRunner[0]), "runner-jail-in"), os.NewFile(uintptr(fromRunner[1]), "runner-jail-out")},
 		id:   fileID{uint64(st.Dev), st.Ino}}, nil
-}
-
-// pipeConn is the server's side of a runner's connection: the pipe it
-// reads and the pipe it writes.
-type pipeConn struct{ r, w *os.File }
-
-func (c *pipeConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
-func (c *pipeConn) Write(p []byte) (int, error) { return c.w.Write(p) }
-
-// Close closes both pipes: the runner reads the end of its input, and a
-// read waiting here returns.
-func (c *pipeConn) Close() error {
-	werr := c.w.Close()
-	if err := c.r.Close(); err != nil {
-		return err
-	}
-	return werr
 }
 
 // closeJail closes the jail's ends of the connection (the jail has them,

@@ -357,25 +357,10 @@ func (s *Server) endShell() {
 	}
 }
 
-// ServeFD serves the connection on descriptor fd, a socket (the tests of
-// the protocol in one process; a jail's runner has two pipes, ServeFDs).
-func (s *Server) ServeFD(fd int) error {
-	// Non-blocking, so that reads wait in Go's poller instead of a thread
-	// parked in read(2), whose wake-up hands the goroutine between threads
-	// (a ping took 51 µs instead of 22).
-	_ = syscall.SetNonblock(fd, true)
-	f := os.NewFile(uintptr(fd), "runner-conn")
-	if f == nil {
-		return errors.New("runner: no connection on descriptor")
-	}
-	defer f.Close()
-	return s.Serve(f)
-}
-
 // ServeFDs serves the connection on two pipes (a jail's runner): it reads
 // requests from in and writes frames to out. Only in waits in Go's
 // poller; out stays blocking, so that the server's reads never wake this
-// process (see sandbox's openRunner).
+// process (docs/runner-protocol.md, "Why two pipes").
 func (s *Server) ServeFDs(in, out int) error {
 	_ = syscall.SetNonblock(in, true)
 	_ = syscall.SetNonblock(out, false)
@@ -383,19 +368,23 @@ func (s *Server) ServeFDs(in, out int) error {
 	if r == nil || w == nil {
 		return errors.New("runner: no connection on descriptors")
 	}
-	c := &pipes{r, w}
+	c := &Pipes{R: r, W: w}
 	defer c.Close()
 	return s.Serve(c)
 }
 
-// pipes is a connection of two pipes.
-type pipes struct{ r, w *os.File }
+// Pipes is a connection of two pipes: one read, the other written. Both
+// ends of a jail's runner connection are one.
+type Pipes struct{ R, W *os.File }
 
-func (c *pipes) Read(p []byte) (int, error)  { return c.r.Read(p) }
-func (c *pipes) Write(p []byte) (int, error) { return c.w.Write(p) }
-func (c *pipes) Close() error {
-	werr := c.w.Close()
-	if err := c.r.Close(); err != nil {
+func (c *Pipes) Read(p []byte) (int, error)  { return c.R.Read(p) }
+func (c *Pipes) Write(p []byte) (int, error) { return c.W.Write(p) }
+
+// Close closes both pipes: the peer reads the end of its input, and a read
+// waiting here returns.
+func (c *Pipes) Close() error {
+	werr := c.W.Close()
+	if err := c.R.Close(); err != nil {
 		return err
 	}
 	return werr

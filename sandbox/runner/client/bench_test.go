@@ -11,18 +11,22 @@ import (
 	"github.com/warrenhq/warren/sandbox/runner"
 	"github.com/warrenhq/warren/sandbox/runner/client"
 	"github.com/warrenhq/warren/sandbox/runner/proto"
+	"github.com/warrenhq/warren/sandbox/runner/runnertest"
 )
 
-// connTo serves the runner's operations on dir in this process over a
-// socket pair, as a jail's runner serves them over its own.
+// connTo serves the runner's operations on dir in this process over two
+// pipes, as a jail's runner serves them over its own.
 func connTo(b *testing.B, dir string) *client.Conn {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
+	var toRunner, fromRunner [2]int
+	if err := syscall.Pipe2(toRunner[:], syscall.O_CLOEXEC); err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = runner.NewServer(runner.FileOps(dir, "/workspace")).ServeFD(fds[1]) }()
-	_ = syscall.SetNonblock(fds[0], true)
-	c := client.New(os.NewFile(uintptr(fds[0]), "conn"))
+	if err := syscall.Pipe2(fromRunner[:], syscall.O_CLOEXEC); err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = runner.NewServer(runner.FileOps(dir, "/workspace")).ServeFDs(toRunner[0], fromRunner[1]) }()
+	_ = syscall.SetNonblock(fromRunner[0], true)
+	c := client.New(&runner.Pipes{R: os.NewFile(uintptr(fromRunner[0]), "from-runner"), W: os.NewFile(uintptr(toRunner[1]), "to-runner")})
 	b.Cleanup(func() { c.Close() })
 	if _, err := c.Hello(context.Background()); err != nil {
 		b.Fatal(err)
@@ -53,22 +57,8 @@ func BenchmarkFileRead4K(b *testing.B) {
 	b.ReportAllocs()
 	buf := make([]byte, 8<<10)
 	for b.Loop() {
-		st, err := c.Open(context.Background(), proto.OpFileRead, proto.FileReadArgs{Path: "4k.txt", Limit: 10 << 20}, nil)
-		if err != nil {
-			b.Fatal(err)
+		if n, res := runnertest.ReadFile(b, c, "4k.txt", buf); n != 4096 || res.Size != 4096 {
+			b.Fatal(n, res)
 		}
-		n := 0
-		for {
-			k, err := st.Read(buf[n:])
-			n += k
-			if err != nil {
-				break
-			}
-		}
-		var res proto.FileReadResult
-		if err := st.Result(&res); err != nil || res.Size != 4096 || n != 4096 {
-			b.Fatal(err, res, n)
-		}
-		st.Close()
 	}
 }
