@@ -94,3 +94,30 @@ func TestEncodeDecodesAsOTLP(t *testing.T) {
 		t.Errorf("second span %v", s2)
 	}
 }
+
+// Messages whose length takes two and three bytes (a 200-byte and a
+// 40,000-byte attribute) decode as written, among many spans.
+func TestEncodeLongMessagesDecode(t *testing.T) {
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	res := resource.NewSchemaless(attribute.String("service.name", "warren"))
+	var stubs tracetest.SpanStubs
+	for i, n := range []int{0, 200, 40_000, 5, 127, 128, 16_383, 16_384} {
+		sid := trace.SpanID{byte(i + 1)}
+		stubs = append(stubs, tracetest.SpanStub{Name: "s", SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid}),
+			Attributes: []attribute.KeyValue{attribute.String("v", string(bytes.Repeat([]byte{'x'}, n)))},
+			Resource:   res, InstrumentationScope: instrumentation.Scope{Name: "warren/mcp"}})
+	}
+	var td tracepb.TracesData
+	if err := proto.Unmarshal(encodeTraces(stubs.Snapshots()), &td); err != nil {
+		t.Fatal(err)
+	}
+	spans := td.ResourceSpans[0].ScopeSpans[0].Spans
+	if len(spans) != len(stubs) {
+		t.Fatalf("%d spans, want %d", len(spans), len(stubs))
+	}
+	for i, s := range spans {
+		if got, want := len(s.Attributes[0].Value.GetStringValue()), len(stubs[i].Attributes[0].Value.AsString()); got != want {
+			t.Errorf("span %d: an attribute of %d bytes, want %d", i, got, want)
+		}
+	}
+}
