@@ -73,6 +73,28 @@ func openRunner(path string, next int, fds *JailFDs) (*runnerFiles, error) {
 		id:   fileID{uint64(st.Dev), st.Ino}}, nil
 }
 
+// boardPipeSize is the capacity of a runner jail's pipes (the task
+// board's): its file, a megabyte with a thousand tasks, goes through them
+// whole at every read and write, and through the default 64 KiB a
+// megabyte took sixteen wake-ups of each side where the socket pair this
+// replaced, with its 208 KiB, took five (0.5 ms more an update,
+// BenchmarkBoardOps). Only that one jail a server gets it: the kernel
+// counts pipe capacity per user (fs.pipe-user-pages-soft, 64 MiB), and a
+// user over it gets the smallest pipes for every new one, the shells'
+// included, so sessions' jails keep the default.
+const boardPipeSize = 1 << 20
+
+// widen sets the connection's pipes' capacity to n bytes, where the
+// kernel allows (fs.pipe-max-size, the user's share); otherwise they keep
+// the default, which only costs more wake-ups.
+func (f *runnerFiles) widen(n int) {
+	for _, p := range []*os.File{f.jail[0], f.jail[1]} {
+		if p != nil {
+			_, _ = unix.FcntlInt(p.Fd(), unix.F_SETPIPE_SZ, n)
+		}
+	}
+}
+
 // closeJail closes the jail's ends of the connection (the jail has them,
 // or its start failed).
 func (f *runnerFiles) closeJail() {

@@ -199,6 +199,7 @@ func (j *RunnerJail) start(ctx context.Context) (*runnerProc, error) {
 	if err != nil {
 		return nil, err
 	}
+	rn.widen(boardPipeSize)
 	files = append(files, rn.bin, rn.jail[0], rn.jail[1])
 	extra = append(extra, rn.child()...)
 	cmd := exec.Command(j.bwrap, runnerJailArgs(fds, dynamic(rn.bin))...)
