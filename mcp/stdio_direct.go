@@ -32,8 +32,9 @@ type stdioCalls struct {
 	mu     sync.Mutex
 	ctx    context.Context // the stdio session's, once mcp-go made it
 	cancel context.CancelFunc
-	slots  chan struct{} // bounds the calls in flight here
-	wg     sync.WaitGroup
+	closed bool           // end was called: no call starts here any more
+	slots  chan struct{}  // bounds the calls in flight here
+	wg     sync.WaitGroup // the workers; Add only under mu, before closed
 
 	// Calls run on workers that wait for the next one when done (at most
 	// maxIdleCallers of them), as mcp-go's do: a call's goroutine grows
@@ -81,9 +82,9 @@ func (c *stdioCalls) session(ctx context.Context) context.Context {
 // whether it did; any other line is mcp-go's.
 func (c *stdioCalls) take(line []byte) bool {
 	c.mu.Lock()
-	ctx := c.ctx
+	ctx, closed := c.ctx, c.closed
 	c.mu.Unlock()
-	if ctx == nil || ctx.Err() != nil || !bytes.Contains(line, []byte(`"tools/call"`)) {
+	if ctx == nil || closed || !bytes.Contains(line, []byte(`"tools/call"`)) {
 		return false
 	}
 	var head struct {
@@ -99,6 +100,12 @@ func (c *stdioCalls) take(line []byte) bool {
 		return false
 	}
 	msg := bytes.Clone(line) // the reader's buffer is reused
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed { // end came meanwhile: mcp-go answers (or cancels) it
+		<-c.slots
+		return false
+	}
 	select {
 	case c.next <- msg:
 	default:
@@ -160,6 +167,7 @@ func (c *stdioCalls) serve(ctx context.Context, msg []byte) {
 // does for its own) and waits for them, so that none outlives the session.
 func (c *stdioCalls) end() {
 	c.mu.Lock()
+	c.closed = true
 	cancel := c.cancel
 	c.mu.Unlock()
 	if cancel != nil {
