@@ -155,9 +155,36 @@ func TestPostgresGoneDuringCommitSaysItMayBeKept(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// However the test ends, the setting goes: with it every commit on
+	// the server waits for the standby forever, the dropping of the
+	// test's database (Fresh) included.
+	t.Cleanup(func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if rdb, err := openPostgres(rctx, url); err == nil {
+			rdb.ExecContext(rctx, `ALTER SYSTEM RESET synchronous_standby_names`) //nolint:errcheck // best effort; the server stops next
+			rdb.ExecContext(rctx, `SELECT pg_reload_conf()`)                      //nolint:errcheck
+			rdb.Close()
+		}
+	})
+	// The reload reaches each connection's backend later, through the
+	// postmaster: the transaction's connection must have it before it
+	// commits, or the commit does not wait (and the test saw a commit
+	// that returned at once).
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for setting := ""; setting != "nobody"; {
+		if err := conn.QueryRowContext(ctx, `SHOW synchronous_standby_names`).Scan(&setting); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // a poll, not a deadline
+	}
 	done := make(chan error, 1)
 	go func() {
-		tx, err := db.BeginTx(ctx, nil)
+		tx, err := conn.BeginTx(ctx, nil)
 		if err == nil {
 			if _, err = tx.ExecContext(ctx, `INSERT INTO kept VALUES (1)`); err == nil {
 				err = tx.Commit()

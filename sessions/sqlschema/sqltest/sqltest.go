@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -196,6 +197,10 @@ func (s *Server) Fresh(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// Bounded: a server a test left unable to commit (a synchronous
+		// standby that never comes) must not hold the whole run.
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
 		if db, err := s.Open(ctx, "postgres"); err == nil {
 			db.ExecContext(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) //nolint:errcheck // the server goes anyway
 			db.Close()
