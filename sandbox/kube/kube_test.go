@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -21,24 +20,10 @@ import (
 	"github.com/warrenhq/warren/sessions/errs"
 )
 
+// runnerBin is the runner runnertest.Main built for the pods' runners.
 var runnerBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "warren-kube-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	runnerBin, err = runnertest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(runnertest.Main(m, &runnerBin)) }
 
 // newCluster is the fake cluster of sandbox/kube/kubetest, whose pods'
 // runners are plain processes working in their Sandbox's volume: a pod is

@@ -3,7 +3,6 @@ package kuberunner_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,24 +21,10 @@ import (
 	"github.com/warrenhq/warren/sessions/workspace/gittest"
 )
 
+// runnerBin is the runner runnertest.Main built for the pods' runners.
 var runnerBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "warren-kuberunner-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	runnerBin, err = runnertest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(runnertest.Main(m, &runnerBin)) }
 
 // server is a session manager whose sessions run in the fake cluster: one
 // serve http --runner kubernetes, as far as sessions go.

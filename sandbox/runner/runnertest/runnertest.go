@@ -33,14 +33,18 @@ func Build(dir string) (string, error) {
 
 // Main builds the runner into a temporary directory readable by a jail of
 // another uid, names it in $WARREN_RUNNER, runs the tests and removes it:
-// call it from TestMain as os.Exit(runnertest.Main(m)).
-func Main(m *testing.M) int {
+// call it from TestMain as os.Exit(runnertest.Main(m)). bin, when given,
+// is set to the runner's path (for tests that start it themselves).
+func Main(m *testing.M, bin ...*string) int {
 	cleanup, err := Install()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer cleanup()
+	for _, b := range bin {
+		*b = os.Getenv(env)
+	}
 	return m.Run()
 }
 
