@@ -23,12 +23,7 @@ import (
 // connection used within the last second; the handle here never pings,
 // so the dead connections are handed out every time.
 func TestPostgresGoneUnderIdleConnections(t *testing.T) {
-	s, err := sqltest.Start(os.TempDir()) // a server of its own: this test stops it
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	url := s.Fresh(t)
+	s, url := ownPostgres(t)
 	ctx := context.Background()
 	never := stdlib.OptionShouldPing(func(context.Context, stdlib.ShouldPingParams) bool { return false })
 	db, err := openPostgres(ctx, url, never)
@@ -132,17 +127,24 @@ func TestPostgresGoneUnderIdleConnections(t *testing.T) {
 	}
 }
 
+// ownPostgres starts a PostgreSQL server of the test's own, which the test
+// may stop and start again, and returns it with a fresh database's URL.
+func ownPostgres(t *testing.T) (*sqltest.Server, string) {
+	t.Helper()
+	s, err := sqltest.Start(os.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s, s.Fresh(t)
+}
+
 // A COMMIT that PostgreSQL received but could not confirm (it waits for
 // a synchronous standby that never comes, and the server stops): the
 // change is kept, so the error must not say that nothing was changed; it
 // says to check before retrying.
 func TestPostgresGoneDuringCommitSaysItMayBeKept(t *testing.T) {
-	s, err := sqltest.Start(os.TempDir()) // a server of its own: this test stops it
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	url := s.Fresh(t)
+	s, url := ownPostgres(t)
 	ctx := context.Background()
 	db, err := openPostgres(ctx, url)
 	if err != nil {

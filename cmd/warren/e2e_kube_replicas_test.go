@@ -51,6 +51,21 @@ func (k *kubeReplicas) start(t *testing.T, id string, more ...string) *httpServe
 		"--kube-template", kubetest.Template, "--kube-runner-port", strconv.Itoa(k.cl.Port()), "--auth", "none"}, more...)...)
 }
 
+// pair starts replicas A and B and makes a session through A with args:
+// both replicas, A's client, the session and its Sandbox's name.
+func (k *kubeReplicas) pair(t *testing.T, args map[string]any) (a, b *httpServer, c *rawMCP, id, name string) {
+	t.Helper()
+	a, b = k.start(t, "replica-a"), k.start(t, "replica-b")
+	c = &rawMCP{t: t, url: a.url, token: k.tok}
+	c.initialize()
+	id, _ = c.must("session_create", args)["session_id"].(string)
+	name, err := kube.Name(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b, c, id, name
+}
+
 // A session made through replica A is used through B and back: the
 // pod's shell state (cwd, exports) and files follow, the pod is neither
 // suspended nor made again by a handover (only the holder's connection
@@ -60,14 +75,7 @@ func (k *kubeReplicas) start(t *testing.T, id string, more ...string) *httpServe
 func TestKubeReplicasShareOneSessionsPod(t *testing.T) {
 	k := newKubeReplicas(t)
 	repo, _, _ := gittest.Repo(t)
-	a, b := k.start(t, "replica-a"), k.start(t, "replica-b")
-	c := &rawMCP{t: t, url: a.url, token: k.tok}
-	c.initialize()
-	id, _ := c.must("session_create", map[string]any{"source": repo, "mode": "clone"})["session_id"].(string)
-	name, err := kube.Name(id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, c, id, name := k.pair(t, map[string]any{"source": repo, "mode": "clone"})
 	out := c.must("shell_exec", map[string]any{"session_id": id,
 		"command": "echo $$; grep -c two README.md; echo from-a > a.txt; echo seeded-by-a >> README.md; mkdir -p sub && cd sub && export WHERE=a"})
 	var shellA int
@@ -134,11 +142,7 @@ func TestKubeReplicasShareOneSessionsPod(t *testing.T) {
 // with every acknowledged line, the last acknowledged cwd and export.
 func TestKubeReplicaKilledMidLoadLosesNothingAcknowledged(t *testing.T) {
 	k := newKubeReplicas(t)
-	a, b := k.start(t, "replica-a"), k.start(t, "replica-b")
-	ca := &rawMCP{t: t, url: a.url, token: k.tok}
-	ca.initialize()
-	id, _ := ca.must("session_create", map[string]any{})["session_id"].(string)
-	name, _ := kube.Name(id)
+	a, b, ca, id, name := k.pair(t, map[string]any{})
 	const calls = 40
 	acked := make(chan int, calls)
 	go func() {
@@ -192,11 +196,7 @@ func TestKubeReplicaKilledMidLoadLosesNothingAcknowledged(t *testing.T) {
 // workspace).
 func TestKubeFrozenReplicasCommandEndsAtTakeover(t *testing.T) {
 	k := newKubeReplicas(t)
-	a, b := k.start(t, "replica-a"), k.start(t, "replica-b")
-	c := &rawMCP{t: t, url: a.url, token: k.tok}
-	c.initialize()
-	id, _ := c.must("session_create", map[string]any{})["session_id"].(string)
-	name, _ := kube.Name(id)
+	a, b, c, id, name := k.pair(t, map[string]any{})
 	c.must("shell_exec", map[string]any{"session_id": id, "command": "export X=first"})
 	if out := c.must("shell_exec", map[string]any{"session_id": id, "yield_ms": 200,
 		"command": "echo $$ > /workspace/stale.pid; sleep 120 & echo $! > /workspace/sleep.pid; wait; echo stale >> /workspace/log"}); out["running"] != true {
@@ -227,11 +227,7 @@ func TestKubeFrozenReplicasCommandEndsAtTakeover(t *testing.T) {
 func TestKubeReplicasRaceToTheFirstUseSeedOnce(t *testing.T) {
 	k := newKubeReplicas(t)
 	repo, _, _ := gittest.Repo(t)
-	a, b := k.start(t, "replica-a"), k.start(t, "replica-b")
-	c := &rawMCP{t: t, url: a.url, token: k.tok}
-	c.initialize()
-	id, _ := c.must("session_create", map[string]any{"source": repo, "mode": "clone"})["session_id"].(string)
-	name, _ := kube.Name(id)
+	a, b, c, id, name := k.pair(t, map[string]any{"source": repo, "mode": "clone"})
 	errc := make(chan string, 2)
 	for i, srv := range []*httpServer{a, b} {
 		go func() {

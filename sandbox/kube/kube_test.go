@@ -51,6 +51,21 @@ func testCtx(t *testing.T) context.Context {
 
 // ping asks the runner for its pid: the process on the host that the
 // harness started (a pod), so the test can tell one pod from the next.
+// up creates the session id's Sandbox through s, connects to its runner
+// and pings it: the Sandbox, the connection and the runner's pid.
+func up(t *testing.T, ctx context.Context, s *Sandboxes, id string) (*Sandbox, *client.Conn, int) {
+	t.Helper()
+	sb, err := s.Create(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := sb.Runner(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb, conn, ping(t, ctx, conn)
+}
+
 func ping(t *testing.T, ctx context.Context, c *client.Conn) int {
 	t.Helper()
 	var res proto.PingResult
@@ -192,15 +207,7 @@ func TestPodThatDiesComesBack(t *testing.T) {
 	cl := newCluster(t)
 	s := newSandboxes(t, cl, Config{})
 	ctx := testCtx(t)
-	sb, err := s.Create(ctx, "s-dies")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := sb.Runner(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := ping(t, ctx, conn)
+	sb, conn, first := up(t, ctx, s, "s-dies")
 	ip := cl.PodIP(sb.Name)
 	vol := cl.Volume(sb.Name)
 	cl.KillPod(sb.Name)
@@ -209,6 +216,7 @@ func TestPodThatDiesComesBack(t *testing.T) {
 	if err := conn.Call(ctx, proto.OpPing, proto.PingArgs{}, nil, &res); !errors.Is(err, client.ErrGone) {
 		t.Fatalf("a call on the dead pod's connection: %v", err)
 	}
+	var err error
 	conn, err = sb.Runner(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -227,15 +235,7 @@ func TestPodThatDiesComesBack(t *testing.T) {
 func TestAnotherServerReachesTheSession(t *testing.T) {
 	cl := newCluster(t)
 	ctx := testCtx(t)
-	sb, err := newSandboxes(t, cl, Config{}).Create(ctx, "s-shared")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := sb.Runner(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := ping(t, ctx, conn)
+	_, _, pid := up(t, ctx, newSandboxes(t, cl, Config{}), "s-shared")
 
 	other, err := newSandboxes(t, cl, Config{}).Open(ctx, "s-shared")
 	if err != nil {

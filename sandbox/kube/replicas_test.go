@@ -114,15 +114,7 @@ func TestReplicasStartingAtOnceShareOneAuthority(t *testing.T) {
 			t.Fatalf("replica %d's egress proxy certificate is not of the shared authority: %v", i, err)
 		}
 	}
-	sb, err := servers[1].Create(ctx, "s-raced")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := sb.Runner(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := ping(t, ctx, conn)
+	_, _, pid := up(t, ctx, servers[1], "s-raced")
 	other, err := servers[2].Open(ctx, "s-raced")
 	if err != nil {
 		t.Fatal(err)
